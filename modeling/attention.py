@@ -1,0 +1,81 @@
+"""`SelfAttention`: multi-head scaled dot-product self-attention (paper section 3; Vaswani et al.)."""
+import math
+
+import keras
+import tensorflow as tf
+
+from modeling.initializers import weight_initializer
+
+# Shapes: B batch, T sequence length (from = to = T in self-attention), N heads, D head size,
+# H = N * D hidden size.
+
+
+class SelfAttention(keras.layers.Layer):
+    """Query/key/value projections, softmax(Q K^T / sqrt(D) + attention_mask) V, heads concatenated.
+
+    As the original `attention_layer`: the mask is additive, -10000 on padding, applied in float32 to
+    the scaled scores before the softmax; dropout on the attention probabilities. The output projection
+    belongs to the enclosing Transformer layer, as in the original.
+    """
+
+    def __init__(self, num_heads: int, head_size: int, dropout_rate: float,
+                 initializer_range: float, **kwargs):
+        super().__init__(**kwargs)
+        self.num_heads = num_heads
+        self.head_size = head_size
+        self.dropout_rate = dropout_rate
+        self.initializer_range = initializer_range
+        width = num_heads * head_size
+        dense = dict(kernel_initializer=weight_initializer(initializer_range),
+                     dtype=self.dtype_policy)
+        self.query = keras.layers.Dense(width, name="query", **dense)
+        self.key = keras.layers.Dense(width, name="key", **dense)
+        self.value = keras.layers.Dense(width, name="value", **dense)
+        self.dropout = keras.layers.Dropout(dropout_rate, name="dropout")
+
+    def build(self, input_shape):
+        for projection in (self.query, self.key, self.value):
+            projection.build(input_shape)
+
+    def _split_heads(self, x):
+        batch, length = tf.shape(x)[0], tf.shape(x)[1]
+        x = tf.reshape(x, [batch, length, self.num_heads, self.head_size])  # [B, T, N, D]
+        return tf.transpose(x, [0, 2, 1, 3])                                # [B, N, T, D]
+
+    def call(self, hidden_states, attention_mask, training=None):
+        """Attends every position to every unmasked position.
+
+        Args:
+            hidden_states: float [B, T, H].
+            attention_mask: float32 [B, 1, 1, T], 0 for real tokens and -10000 for padding.
+
+        Returns:
+            float [B, T, H] context vectors, heads concatenated.
+        """
+        query = self._split_heads(self.query(hidden_states))  # [B, N, T, D]
+        key = self._split_heads(self.key(hidden_states))      # [B, N, T, D]
+        value = self._split_heads(self.value(hidden_states))  # [B, N, T, D]
+        scores = tf.matmul(query, key, transpose_b=True)      # [B, N, T, T]
+        scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(self.head_size))
+        probs = tf.nn.softmax(scores + attention_mask, axis=-1)
+        probs = self.dropout(tf.cast(probs, self.compute_dtype), training=training)
+        context = tf.transpose(tf.matmul(probs, value), [0, 2, 1, 3])  # [B, T, N, D]
+        batch, length = tf.shape(context)[0], tf.shape(context)[1]
+        return tf.reshape(context, [batch, length, self.num_heads * self.head_size])
+
+    def get_config(self):
+        return {**super().get_config(), "num_heads": self.num_heads, "head_size": self.head_size,
+                "dropout_rate": self.dropout_rate, "initializer_range": self.initializer_range}
+
+
+def attention_mask_from_input_mask(input_mask: tf.Tensor) -> tf.Tensor:
+    """Turns input_mask int [B, T] (1 = real token) into the additive float32 mask [B, 1, 1, T]."""
+    input_mask = tf.cast(input_mask, tf.float32)
+    return (1.0 - input_mask[:, tf.newaxis, tf.newaxis, :]) * -10000.0
+
+
+class AttentionMask(keras.layers.Layer):
+    """Layer form of `attention_mask_from_input_mask`, for functional models."""
+
+    def call(self, input_mask):
+        return attention_mask_from_input_mask(input_mask)

@@ -1,0 +1,87 @@
+"""`BertEncoder`: the BERT Transformer encoder as a functional Keras model (paper section 3)."""
+import keras
+import tensorflow as tf
+
+from modeling.attention import AttentionMask
+from modeling.config import BertConfig
+from modeling.embeddings import BertEmbeddings
+from modeling.initializers import weight_initializer
+from modeling.transformer_layer import TransformerLayer
+
+
+class Pooler(keras.layers.Layer):
+    """tanh(dense(first token)): the sentence representation of the original `get_pooled_output`."""
+
+    def __init__(self, hidden_size: int, initializer_range: float, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.initializer_range = initializer_range
+        self.dense = keras.layers.Dense(
+            hidden_size, activation="tanh", name="dense", dtype=self.dtype_policy,
+            kernel_initializer=weight_initializer(initializer_range))
+
+    def build(self, input_shape):
+        self.dense.build((None, self.hidden_size))
+
+    def call(self, sequence_output):
+        """Maps float [B, T, H] to float [B, H]."""
+        return self.dense(sequence_output[:, 0])
+
+    def get_config(self):
+        return {**super().get_config(), "hidden_size": self.hidden_size,
+                "initializer_range": self.initializer_range}
+
+
+class BertEncoder(keras.Model):
+    """BERT: embeddings, `num_hidden_layers` post-LN Transformer layers and the pooler.
+
+    Inputs (dict): `input_ids`, `input_mask`, `segment_ids`, int32 [B, T], T <= max_position_embeddings.
+    Outputs (dict): `sequence_output` [B, T, H] (last layer), `pooled_output` [B, H],
+    `encoder_outputs` (list of the L layers' [B, T, H] outputs, the original's `all_encoder_layers`)
+    and `embedding_output` [B, T, H]. Matches the original `BertModel`; leaves out its TPU one-hot
+    embedding lookup, which computes the same numbers.
+    """
+
+    def __init__(self, config: BertConfig, **kwargs):
+        inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
+                  for name in ("input_ids", "input_mask", "segment_ids")}
+        embeddings = BertEmbeddings(
+            config.vocab_size, config.hidden_size, config.type_vocab_size,
+            config.max_position_embeddings, config.hidden_dropout_prob, config.initializer_range,
+            name="embeddings")
+        embedding_output = embeddings(inputs["input_ids"], inputs["segment_ids"])
+        attention_mask = AttentionMask(name="attention_mask")(inputs["input_mask"])
+        hidden_states, encoder_outputs = embedding_output, []
+        for index in range(config.num_hidden_layers):
+            layer = TransformerLayer(
+                config.hidden_size, config.num_attention_heads, config.intermediate_size,
+                config.hidden_act, config.hidden_dropout_prob,
+                config.attention_probs_dropout_prob, config.initializer_range,
+                name=f"layer_{index}")
+            hidden_states = layer(hidden_states, attention_mask)
+            encoder_outputs.append(hidden_states)
+        pooled_output = Pooler(config.hidden_size, config.initializer_range, name="pooler")(
+            hidden_states)
+        outputs = {"sequence_output": hidden_states, "pooled_output": pooled_output,
+                   "encoder_outputs": encoder_outputs, "embedding_output": embedding_output}
+        super().__init__(inputs=inputs, outputs=outputs, **{"name": "bert", **kwargs})
+        self.config = config
+        self.embeddings = embeddings
+
+    @property
+    def word_embeddings(self) -> keras.Variable:
+        """The [V, H] word-embedding table, shared with the masked-LM output projection."""
+        return self.embeddings.word_embeddings
+
+    def get_config(self):
+        return {"config": self.config.to_dict(), "name": self.name}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(BertConfig.from_dict(config["config"]), name=config.get("name", "bert"))
+
+
+def dummy_inputs(batch_size: int = 1, seq_length: int = 2) -> dict[str, tf.Tensor]:
+    """Zero inputs of the encoder's signature, for building a model's variables."""
+    zeros = tf.zeros([batch_size, seq_length], tf.int32)
+    return {"input_ids": zeros, "input_mask": tf.ones_like(zeros), "segment_ids": zeros}

@@ -1,0 +1,73 @@
+"""`BertPretrainer`: the encoder with the masked-LM and next-sentence heads (paper section 3.1)."""
+import keras
+import tensorflow as tf
+
+from modeling import losses
+from modeling.config import BertConfig
+from modeling.encoder import BertEncoder
+from modeling.heads import MaskedLMHead, OutputProjection
+
+PRETRAINING_INPUTS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
+
+
+class BertPretrainer(keras.Model):
+    """Masked LM (tied to the word embeddings) plus next-sentence prediction on the pooled output.
+
+    Inputs are the pretraining TFRecord keys: `input_ids`, `input_mask`, `segment_ids` int32 [B, T],
+    `masked_lm_positions` int32 [B, P]. Outputs: `masked_lm_logits` float32 [B, P, V],
+    `next_sentence_logits` float32 [B, 2] (label 0 = IsNext), and the encoder's outputs.
+    """
+
+    def __init__(self, config: BertConfig, encoder: BertEncoder | None = None, **kwargs):
+        super().__init__(**{"name": "bert_pretrainer", **kwargs})
+        self.config = config
+        self.encoder = encoder or BertEncoder(config)
+        self.masked_lm = MaskedLMHead(config.vocab_size, config.hidden_size, config.hidden_act,
+                                      config.initializer_range, name="masked_lm")
+        self.next_sentence = OutputProjection(2, config.hidden_size, config.initializer_range,
+                                              name="next_sentence")
+        # Built here, outside any call scope, so that variable paths start at the head's name.
+        self.masked_lm.build(None)
+        self.next_sentence.build(None)
+
+    def call(self, inputs, training=None):
+        encoder_outputs = self.encoder(
+            {k: inputs[k] for k in ("input_ids", "input_mask", "segment_ids")}, training=training)
+        masked_lm_logits = self.masked_lm(
+            encoder_outputs["sequence_output"], inputs["masked_lm_positions"],
+            self.encoder.word_embeddings)
+        next_sentence_logits = self.next_sentence(encoder_outputs["pooled_output"])
+        return {**encoder_outputs, "masked_lm_logits": masked_lm_logits,
+                "next_sentence_logits": next_sentence_logits}
+
+    def get_config(self):
+        return {"config": self.config.to_dict(), "name": self.name}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(BertConfig.from_dict(config["config"]), name=config.get("name"))
+
+
+def pretraining_losses(outputs: dict, batch: dict, masked_lm_weight_sum=None,
+                       global_batch_size=None, use_next_sentence_label: bool = True) -> dict:
+    """The original's pretraining loss: masked-LM loss + next-sentence loss.
+
+    Args:
+        outputs: the pretrainer's outputs.
+        batch: the TFRecord features (`masked_lm_ids`, `masked_lm_weights`,
+            `next_sentence_labels` [B, 1] or [B]).
+        masked_lm_weight_sum, global_batch_size: global normalisers under tf.distribute.
+        use_next_sentence_label: False drops the next-sentence loss (the paper's "No NSP").
+
+    Returns:
+        dict with float32 scalars `loss`, `masked_lm_loss`, `next_sentence_loss`.
+    """
+    masked_lm_loss = losses.masked_lm_loss(
+        outputs["masked_lm_logits"], batch["masked_lm_ids"], batch["masked_lm_weights"],
+        masked_lm_weight_sum)
+    labels = tf.reshape(batch["next_sentence_labels"], [-1])
+    next_sentence_loss = losses.mean_cross_entropy(
+        outputs["next_sentence_logits"], labels, global_batch_size)
+    total = masked_lm_loss + next_sentence_loss if use_next_sentence_label else masked_lm_loss
+    return {"loss": total, "masked_lm_loss": masked_lm_loss,
+            "next_sentence_loss": next_sentence_loss}

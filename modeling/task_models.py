@@ -1,0 +1,99 @@
+"""Fine-tuning models: the encoder plus one small head each (paper section 4)."""
+import keras
+import tensorflow as tf
+
+from modeling.config import BertConfig
+from modeling.encoder import BertEncoder
+from modeling.heads import OutputProjection
+
+ENCODER_INPUTS = ("input_ids", "input_mask", "segment_ids")
+
+
+class _TaskModel(keras.Model):
+    """Shared wiring: an encoder, a head built at construction, config round trip."""
+
+    def __init__(self, config: BertConfig, head: keras.layers.Layer,
+                 encoder: BertEncoder | None, **kwargs):
+        super().__init__(**kwargs)
+        self.config = config
+        self.encoder = encoder or BertEncoder(config)
+        self.head = head
+        # Built here, outside any call scope, so that variable paths start at the head's name.
+        self.head.build(None)
+
+    def encode(self, inputs, training):
+        return self.encoder({k: inputs[k] for k in ENCODER_INPUTS}, training=training)
+
+
+class BertClassifier(_TaskModel):
+    """Sentence (pair) classification or regression on the pooled output (GLUE, XNLI).
+
+    As the original `run_classifier.create_model`: dropout 0.1 on the pooled output in training, then
+    `output_weights` [num_labels, H] and `output_bias` at the checkpoint's root scope. Output
+    `logits` float32 [B, num_labels] (one column for regression).
+    """
+
+    def __init__(self, config: BertConfig, num_labels: int, encoder: BertEncoder | None = None,
+                 **kwargs):
+        head = OutputProjection(num_labels, config.hidden_size, config.initializer_range,
+                                name="classifier")
+        super().__init__(config, head, encoder, **{"name": "bert_classifier", **kwargs})
+        self.num_labels = num_labels
+        self.dropout = keras.layers.Dropout(0.1, name="classifier_dropout")
+
+    def call(self, inputs, training=None):
+        pooled_output = self.encode(inputs, training)["pooled_output"]
+        return {"logits": self.head(self.dropout(pooled_output, training=training))}
+
+
+class BertSpanLabeler(_TaskModel):
+    """Start/end span scores over the sequence (SQuAD), as the original `run_squad.create_model`.
+
+    `cls/squad/output_weights` [2, H] and `output_bias` [2]; outputs `start_logits` and
+    `end_logits`, float32 [B, T].
+    """
+
+    def __init__(self, config: BertConfig, encoder: BertEncoder | None = None, **kwargs):
+        head = OutputProjection(2, config.hidden_size, config.initializer_range, name="squad")
+        super().__init__(config, head, encoder, **{"name": "bert_span_labeler", **kwargs})
+
+    def call(self, inputs, training=None):
+        logits = self.head(self.encode(inputs, training)["sequence_output"])  # [B, T, 2]
+        return {"start_logits": logits[..., 0], "end_logits": logits[..., 1]}
+
+
+class BertMultipleChoice(_TaskModel):
+    """Multiple choice (SWAG): one vector scores each choice's pooled output; softmax over choices.
+
+    Inputs are [B, C, T]; output `logits` float32 [B, C]. The vector is the only new parameter
+    (no bias), as the paper describes.
+    """
+
+    def __init__(self, config: BertConfig, encoder: BertEncoder | None = None, **kwargs):
+        head = OutputProjection(1, config.hidden_size, config.initializer_range, use_bias=False,
+                                name="multiple_choice")
+        super().__init__(config, head, encoder, **{"name": "bert_multiple_choice", **kwargs})
+        self.dropout = keras.layers.Dropout(config.hidden_dropout_prob, name="choice_dropout")
+
+    def call(self, inputs, training=None):
+        num_choices = tf.shape(inputs["input_ids"])[1]
+        flat = {k: tf.reshape(inputs[k], [-1, tf.shape(inputs[k])[-1]]) for k in ENCODER_INPUTS}
+        pooled_output = self.encode(flat, training)["pooled_output"]           # [B*C, H]
+        scores = self.head(self.dropout(pooled_output, training=training))     # [B*C, 1]
+        return {"logits": tf.reshape(scores, [-1, num_choices])}
+
+
+class BertTokenClassifier(_TaskModel):
+    """Per-token tagging (CoNLL-2003 NER) on the last layer; output `logits` float32 [B, T, K]."""
+
+    def __init__(self, config: BertConfig, num_labels: int, encoder: BertEncoder | None = None,
+                 **kwargs):
+        head = OutputProjection(num_labels, config.hidden_size, config.initializer_range,
+                                name="token_classifier")
+        super().__init__(config, head, encoder, **{"name": "bert_token_classifier", **kwargs})
+        self.num_labels = num_labels
+        self.dropout = keras.layers.Dropout(config.hidden_dropout_prob, name="token_dropout")
+
+    def call(self, inputs, training=None):
+        sequence_output = self.encode(inputs, training)["sequence_output"]
+        return {"logits": self.head(self.dropout(sequence_output, training=training))}

@@ -1,0 +1,137 @@
+"""Reading and writing checkpoints in the original TF1 name-based format.
+
+Reading is strict (DESIGN.md "Checkpoints"): every variable the model needs must be in the
+checkpoint with the same shape, or nothing is loaded and the error lists every offending name with
+both shapes. Checkpoint variables the model does not use are named in a warning; optimizer state
+(`*/adam_m`, `*/adam_v`, `global_step`) is skipped silently.
+"""
+import logging
+import os
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from modeling.checkpoint_names import is_optimizer_state, tf1_name_map
+
+WORD_EMBEDDINGS = "bert/embeddings/word_embeddings"
+
+
+class CheckpointMismatchError(ValueError):
+    """The checkpoint does not hold what the model needs; raised before any variable changes."""
+
+
+def resolve_checkpoint_prefix(path: str) -> str:
+    """Accepts a checkpoint prefix (`.../bert_model.ckpt`) or a folder holding one."""
+    if tf.io.gfile.isdir(path):
+        latest = tf.train.latest_checkpoint(path)
+        if latest:
+            return latest
+        for name in ("bert_model.ckpt", "model.ckpt"):
+            if tf.io.gfile.exists(os.path.join(path, name + ".index")):
+                return os.path.join(path, name)
+        raise FileNotFoundError(f"no checkpoint (*.index) found in the folder {path}")
+    if path.endswith(".index") or ".data-" in path:
+        path = path.split(".index")[0].split(".data-")[0]
+    if not tf.io.gfile.exists(path + ".index"):
+        raise FileNotFoundError(f"checkpoint {path} not found ({path}.index does not exist)")
+    return path
+
+
+def read_tf1_checkpoint(path: str) -> dict[str, np.ndarray]:
+    """All variables of a TF1 checkpoint except optimizer state, as numpy arrays."""
+    prefix = resolve_checkpoint_prefix(path)
+    reader = tf.train.load_checkpoint(prefix)
+    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
+            if not is_optimizer_state(name)}
+
+
+def load_tf1_checkpoint(model: keras.Model, path: str) -> list[str]:
+    """Assigns a TF1 checkpoint's values to a built model, all or nothing.
+
+    Args:
+        model: a built encoder, pretrainer or task model.
+        path: checkpoint prefix or folder.
+
+    Returns:
+        The checkpoint names that the model did not use (also logged as a warning).
+
+    Raises:
+        CheckpointMismatchError: a needed variable is missing or has another shape; the vocabulary
+            size of the config and of the checkpoint disagree.
+    """
+    values = read_tf1_checkpoint(path)
+    mapping = tf1_name_map(model)
+    _check_vocab_size(mapping, values, path)
+    problems = []
+    for name, variable in sorted(mapping.items()):
+        if name not in values:
+            problems.append(f"  {name}: missing from the checkpoint (model shape "
+                            f"{tuple(variable.shape)})")
+        elif tuple(values[name].shape) != tuple(variable.shape):
+            problems.append(f"  {name}: checkpoint shape {tuple(values[name].shape)}, model shape "
+                            f"{tuple(variable.shape)}")
+    if problems:
+        raise CheckpointMismatchError(
+            f"checkpoint {path} does not fit the model ({len(problems)} variables):\n"
+            + "\n".join(problems))
+    for name, variable in mapping.items():
+        variable.assign(values[name].astype(variable.dtype))
+    unused = sorted(set(values) - set(mapping))
+    if unused:
+        logging.warning("checkpoint %s: %d variables not used by the model: %s", path,
+                        len(unused), ", ".join(unused))
+    return unused
+
+
+def _check_vocab_size(mapping, values, path):
+    if WORD_EMBEDDINGS in mapping and WORD_EMBEDDINGS in values:
+        model_rows = mapping[WORD_EMBEDDINGS].shape[0]
+        checkpoint_rows = values[WORD_EMBEDDINGS].shape[0]
+        if model_rows != checkpoint_rows:
+            raise CheckpointMismatchError(
+                f"vocab_size mismatch: bert_config.json says vocab_size={model_rows} but the "
+                f"checkpoint {path} has {checkpoint_rows} rows in {WORD_EMBEDDINGS}")
+
+
+def save_tf1_checkpoint(model: keras.Model, prefix: str, global_step: int | None = None,
+                        extra: dict[str, np.ndarray] | None = None) -> str:
+    """Writes the model in the original format (names, shapes and dtypes of the original code).
+
+    The data file is written under a temporary prefix and renamed into place before the index, so an
+    interrupted write never leaves a checkpoint that looks complete. A `checkpoint` state file names
+    it, so that `tf.train.latest_checkpoint(folder)` finds it.
+
+    Args:
+        model: a built model.
+        prefix: output prefix, e.g. `out/bert_model.ckpt`.
+        global_step: written as the int64 `global_step` variable when given.
+        extra: more named arrays to write (e.g. optimizer slots `<name>/adam_m`).
+
+    Returns:
+        The prefix written.
+    """
+    tensors = {name: variable.numpy() for name, variable in tf1_name_map(model).items()}
+    tensors.update(extra or {})
+    if global_step is not None:
+        tensors["global_step"] = np.asarray(global_step, np.int64)
+    folder = os.path.dirname(os.path.abspath(prefix))
+    tf.io.gfile.makedirs(folder)
+    temp_prefix = f"{prefix}.tmp-{os.getpid()}"
+    names = sorted(tensors)
+    tf.raw_ops.SaveV2(prefix=temp_prefix, tensor_names=names, shape_and_slices=[""] * len(names),
+                      tensors=[tf.convert_to_tensor(tensors[n]) for n in names])
+    data_files = tf.io.gfile.glob(temp_prefix + ".data-*")
+    for data_file in data_files:
+        tf.io.gfile.rename(data_file, prefix + data_file[len(temp_prefix):], overwrite=True)
+    tf.io.gfile.rename(temp_prefix + ".index", prefix + ".index", overwrite=True)
+    _write_state_file(folder, os.path.basename(prefix))
+    return prefix
+
+
+def _write_state_file(folder: str, basename: str) -> None:
+    state = f'model_checkpoint_path: "{basename}"\nall_model_checkpoint_paths: "{basename}"\n'
+    temp = os.path.join(folder, f"checkpoint.tmp-{os.getpid()}")
+    with open(temp, "w", encoding="utf-8") as f:
+        f.write(state)
+    os.replace(temp, os.path.join(folder, "checkpoint"))

@@ -1,0 +1,74 @@
+"""`TransformerLayer`: one post-LayerNorm Transformer encoder block (paper section 3)."""
+import keras
+
+from modeling.activations import get_activation
+from modeling.attention import SelfAttention
+from modeling.initializers import weight_initializer
+
+
+class TransformerLayer(keras.layers.Layer):
+    """Self-attention then feed-forward, each followed by dropout, a residual add and LayerNorm.
+
+    As the original `transformer_model` loop body: post-LN (LayerNorm after the residual add),
+    epsilon 1e-12, feed-forward `hidden_act` in the intermediate layer only.
+    """
+
+    def __init__(self, hidden_size: int, num_heads: int, intermediate_size: int, hidden_act: str,
+                 hidden_dropout_prob: float, attention_probs_dropout_prob: float,
+                 initializer_range: float, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.num_heads = num_heads
+        self.intermediate_size = intermediate_size
+        self.hidden_act = hidden_act
+        self.hidden_dropout_prob = hidden_dropout_prob
+        self.attention_probs_dropout_prob = attention_probs_dropout_prob
+        self.initializer_range = initializer_range
+        policy = self.dtype_policy
+        dense = dict(kernel_initializer=weight_initializer(initializer_range), dtype=policy)
+        self.attention = SelfAttention(num_heads, hidden_size // num_heads,
+                                       attention_probs_dropout_prob, initializer_range,
+                                       name="attention", dtype=policy)
+        self.attention_output = keras.layers.Dense(hidden_size, name="attention_output", **dense)
+        self.attention_layer_norm = keras.layers.LayerNormalization(
+            epsilon=1e-12, name="attention_layer_norm", dtype=policy)
+        self.intermediate = keras.layers.Dense(
+            intermediate_size, activation=get_activation(hidden_act), name="intermediate", **dense)
+        self.output_dense = keras.layers.Dense(hidden_size, name="output", **dense)
+        self.output_layer_norm = keras.layers.LayerNormalization(
+            epsilon=1e-12, name="output_layer_norm", dtype=policy)
+        self.dropout = keras.layers.Dropout(hidden_dropout_prob, name="dropout")
+
+    def build(self, input_shape):
+        hidden_shape = (None, None, self.hidden_size)
+        self.attention.build(hidden_shape)
+        self.attention_output.build(hidden_shape)
+        self.attention_layer_norm.build(hidden_shape)
+        self.intermediate.build(hidden_shape)
+        self.output_dense.build((None, None, self.intermediate_size))
+        self.output_layer_norm.build(hidden_shape)
+
+    def call(self, hidden_states, attention_mask, training=None):
+        """Runs one block.
+
+        Args:
+            hidden_states: float [B, T, H] output of the previous layer (or the embeddings).
+            attention_mask: float32 [B, 1, 1, T] additive mask (0 real, -10000 padding).
+
+        Returns:
+            float [B, T, H].
+        """
+        residual = hidden_states
+        x = self.attention(hidden_states, attention_mask, training=training)
+        x = self.dropout(self.attention_output(x), training=training)
+        attention_output = self.attention_layer_norm(x + residual)
+        x = self.intermediate(attention_output)
+        x = self.dropout(self.output_dense(x), training=training)
+        return self.output_layer_norm(x + attention_output)
+
+    def get_config(self):
+        return {**super().get_config(), "hidden_size": self.hidden_size,
+                "num_heads": self.num_heads, "intermediate_size": self.intermediate_size,
+                "hidden_act": self.hidden_act, "hidden_dropout_prob": self.hidden_dropout_prob,
+                "attention_probs_dropout_prob": self.attention_probs_dropout_prob,
+                "initializer_range": self.initializer_range}
