@@ -1,0 +1,143 @@
+"""GLUE metrics in numpy: accuracy, F1, Matthews correlation, Pearson and Spearman.
+
+Each follows the reference implementations the GLUE leaderboard uses (scikit-learn's
+`accuracy_score`, `f1_score`, `matthews_corrcoef`; SciPy's `pearsonr`, `spearmanr`), including
+their edge cases: F1 and Matthews are 0 where their denominator is 0, and Spearman ranks ties
+by their average rank. `task_metrics` gives a task's dict with the keys of `eval_results.txt`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from data import glue_tasks
+
+
+def accuracy(predictions: np.ndarray, labels: np.ndarray) -> float:
+    """Fraction of predictions equal to the labels; 0 for no examples (as `tf.metrics`)."""
+    predictions, labels = _same_length(predictions, labels)
+    if not len(labels):
+        return 0.0
+    return float(np.mean(predictions == labels))
+
+
+def f1_score(predictions: np.ndarray, labels: np.ndarray, positive_label: int = 1) -> float:
+    """F1 of the positive class: 2 TP / (2 TP + FP + FN), 0 when nothing is positive."""
+    predictions, labels = _same_length(predictions, labels)
+    predicted, actual = predictions == positive_label, labels == positive_label
+    true_positives = np.sum(predicted & actual)
+    denominator = np.sum(predicted) + np.sum(actual)
+    return float(2 * true_positives / denominator) if denominator else 0.0
+
+
+def matthews_corrcoef(predictions: np.ndarray, labels: np.ndarray) -> float:
+    """Matthews correlation coefficient (its multi-class form), 0 when undefined.
+
+    From the confusion matrix C of N examples with row sums t and column sums p:
+    (N trace(C) - t.p) / sqrt((N^2 - p.p) (N^2 - t.t)).
+    """
+    predictions, labels = _same_length(predictions, labels)
+    num_examples = len(labels)
+    _, class_ids = np.unique(np.concatenate([labels, predictions]), return_inverse=True)
+    num_classes = int(class_ids.max()) + 1 if num_examples else 0
+    confusion = np.zeros((num_classes, num_classes), dtype=np.float64)
+    np.add.at(confusion, (class_ids[:num_examples], class_ids[num_examples:]), 1.0)
+    true_sums, predicted_sums = confusion.sum(axis=1), confusion.sum(axis=0)
+    covariance = num_examples * np.trace(confusion) - true_sums @ predicted_sums
+    predicted_variance = num_examples ** 2 - predicted_sums @ predicted_sums
+    true_variance = num_examples ** 2 - true_sums @ true_sums
+    if predicted_variance * true_variance == 0:
+        return 0.0
+    return float(covariance / np.sqrt(predicted_variance * true_variance))
+
+
+def pearson_correlation(x: np.ndarray, y: np.ndarray) -> float:
+    """Pearson's r; NaN when either input is constant (as SciPy)."""
+    x, y = _same_length(np.asarray(x, np.float64), np.asarray(y, np.float64))
+    dx, dy = x - x.mean(), y - y.mean()
+    denominator = np.sqrt(np.sum(dx * dx) * np.sum(dy * dy))
+    return float(np.sum(dx * dy) / denominator) if denominator else float("nan")
+
+
+def average_ranks(values: np.ndarray) -> np.ndarray:
+    """1-based ranks, tied values sharing the mean of their ranks: [10, 20, 20, 5] -> [2, 3.5, 3.5, 1]."""
+    values = np.asarray(values)
+    order = np.argsort(values, kind="stable")
+    sorted_values = values[order]
+    starts_group = np.r_[True, sorted_values[1:] != sorted_values[:-1]]
+    group_of_position = np.cumsum(starts_group) - 1
+    group_starts = np.flatnonzero(starts_group)
+    group_ends = np.r_[group_starts[1:], len(values)]
+    # Positions start..end-1 hold ranks start+1..end, whose mean is (start + end + 1) / 2.
+    group_ranks = (group_starts + group_ends + 1) / 2.0
+    ranks = np.empty(len(values), dtype=np.float64)
+    ranks[order] = group_ranks[group_of_position]
+    return ranks
+
+
+def spearman_correlation(x: np.ndarray, y: np.ndarray) -> float:
+    """Spearman's rho: Pearson's r of the average ranks."""
+    x, y = _same_length(x, y)
+    return pearson_correlation(average_ranks(x), average_ranks(y))
+
+
+def task_metrics(task: glue_tasks.GlueTask, predictions: np.ndarray, label_ids: np.ndarray,
+                 is_real_example: np.ndarray | None = None) -> dict[str, float]:
+    """The task's metrics, keyed as in `eval_results.txt`.
+
+    Args:
+        task: The task; its `metric` picks what is reported besides accuracy.
+        predictions: Classification: float [N, num_labels] probabilities or logits (argmax
+            taken) or int [N] class ids. Regression: float [N] or [N, 1] scores.
+        label_ids: int [N] class ids, or float [N] scores for regression.
+        is_real_example: [N], 0 for padding examples, which are left out; None keeps all.
+
+    Returns:
+        Classification: `eval_accuracy`, plus `eval_mcc` (CoLA) or `eval_f1` (MRPC, QQP).
+        Regression (STS-B): `eval_pearson` and `eval_spearman`.
+    """
+    predictions, label_ids = np.asarray(predictions), np.asarray(label_ids)
+    if task.is_regression:
+        predictions = predictions.reshape(len(predictions), -1)[:, 0]
+    elif predictions.ndim == 2:
+        predictions = np.argmax(predictions, axis=-1)
+    if is_real_example is not None:
+        keep = np.asarray(is_real_example).astype(bool)
+        predictions, label_ids = predictions[keep], label_ids[keep]
+    if task.metric == glue_tasks.CORRELATION:
+        return {"eval_pearson": pearson_correlation(predictions, label_ids),
+                "eval_spearman": spearman_correlation(predictions, label_ids)}
+    results = {"eval_accuracy": accuracy(predictions, label_ids)}
+    if task.metric == glue_tasks.MATTHEWS:
+        results["eval_mcc"] = matthews_corrcoef(predictions, label_ids)
+    elif task.metric == glue_tasks.F1:
+        results["eval_f1"] = f1_score(predictions, label_ids)
+    return results
+
+
+def loss_metrics(per_example_loss: np.ndarray, is_real_example: np.ndarray,
+                 batch_size: int) -> dict[str, float]:
+    """`eval_loss` and `loss` as the original's Estimator evaluation reports them.
+
+    Args:
+        per_example_loss: float [N], in evaluation order, padding examples included.
+        is_real_example: [N], 0 for padding examples.
+        batch_size: Evaluation batch size (the last batch may be smaller).
+
+    Returns:
+        `eval_loss`: mean over real examples. `loss`: mean over batches of each batch's mean
+        loss, padding included (the training loss evaluated batch by batch).
+    """
+    per_example_loss, weights = _same_length(np.asarray(per_example_loss, np.float64),
+                                             np.asarray(is_real_example, np.float64))
+    total_weight = np.sum(weights)
+    eval_loss = float(np.sum(per_example_loss * weights) / total_weight) if total_weight else 0.0
+    batch_means = [np.mean(per_example_loss[start:start + batch_size])
+                   for start in range(0, len(per_example_loss), batch_size)]
+    return {"eval_loss": eval_loss, "loss": float(np.mean(batch_means)) if batch_means else 0.0}
+
+
+def _same_length(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    a, b = np.asarray(a).reshape(-1), np.asarray(b).reshape(-1)
+    if len(a) != len(b):
+        raise ValueError(f"Arrays of different lengths: {len(a)} and {len(b)}")
+    return a, b

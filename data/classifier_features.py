@@ -1,0 +1,212 @@
+"""Sentence(-pair) classification features exactly as the original `run_classifier.py` builds them.
+
+An `InputExample` (one or two texts and a label) becomes an `InputFeatures`:
+`[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`, segment ids 0 for `[CLS] A [SEP]` and 1 for
+`B [SEP]`, pairs truncated longest-first to fit, everything zero-padded to `max_seq_length`.
+A `PaddingInputExample` (added so the last batch is full) becomes all zeros with
+`is_real_example` False, so metrics and output files can leave it out.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Iterable, Sequence
+
+import numpy as np
+from absl import logging
+
+from data import tokenization
+
+_CLS = "[CLS]"
+_SEP = "[SEP]"
+# The original logs the first few converted examples; so do we.
+_NUM_LOGGED_EXAMPLES = 5
+
+
+@dataclasses.dataclass(frozen=True)
+class InputExample:
+    """One example of a sequence (pair) classification or regression task.
+
+    Attributes:
+        guid: Unique id, the original's `"<set_type>-<n>"`.
+        text_a: First (or only) text, untokenized.
+        text_b: Second text of a pair task; None for single-sentence tasks.
+        label: Label string (a class name, or a number for regression). Unlabelled test
+            examples carry the task's first label, as in the original.
+        index: The id column of the source file (what the GLUE server calls `index`);
+            None where the file has no such column.
+    """
+
+    guid: str
+    text_a: str
+    text_b: str | None = None
+    label: str | None = None
+    index: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class PaddingInputExample:
+    """Fake example that fills the last batch to its full size; it is never scored."""
+
+
+@dataclasses.dataclass(frozen=True)
+class InputFeatures:
+    """Model inputs of one example, each of length `max_seq_length`.
+
+    Attributes:
+        input_ids: Token ids, zero-padded.
+        input_mask: 1 for real tokens, 0 for padding.
+        segment_ids: 0 for `[CLS] A [SEP]`, 1 for `B [SEP]`, 0 for padding.
+        label_id: Class index, or the score itself for a regression task.
+        is_real_example: False for a `PaddingInputExample`.
+    """
+
+    input_ids: list[int]
+    input_mask: list[int]
+    segment_ids: list[int]
+    label_id: int | float
+    is_real_example: bool = True
+
+
+def truncate_seq_pair(tokens_a: list[str], tokens_b: list[str], max_length: int) -> None:
+    """Pops tokens off the end of the longer list (B on ties) until both fit `max_length`.
+
+    Longest-first keeps as much of the shorter text as possible; it changes the lists in place.
+    """
+    while len(tokens_a) + len(tokens_b) > max_length:
+        if len(tokens_a) > len(tokens_b):
+            tokens_a.pop()
+        else:
+            tokens_b.pop()
+
+
+def example_tokens(example: InputExample, max_seq_length: int,
+                   tokenizer: tokenization.FullTokenizer) -> tuple[list[str], list[int]]:
+    """Returns the tokens `[CLS] A [SEP] (B [SEP])` and their segment ids, before padding.
+
+    As in the original, an empty `text_b`, or one that tokenizes to nothing, makes a
+    single-sentence example.
+    """
+    tokens_a = tokenizer.tokenize(example.text_a)
+    tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else []
+    if tokens_b:
+        # Room for [CLS], [SEP], [SEP].
+        truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
+    else:
+        # Room for [CLS], [SEP].
+        tokens_a = tokens_a[:max_seq_length - 2]
+    tokens = [_CLS] + tokens_a + [_SEP]
+    segment_ids = [0] * len(tokens)
+    if tokens_b:
+        tokens += tokens_b + [_SEP]
+        segment_ids += [1] * (len(tokens_b) + 1)
+    return tokens, segment_ids
+
+
+def convert_single_example(example: InputExample | PaddingInputExample,
+                           label_list: Sequence[str] | None, max_seq_length: int,
+                           tokenizer: tokenization.FullTokenizer) -> InputFeatures:
+    """Converts one example into `InputFeatures`.
+
+    Args:
+        example: The example; a `PaddingInputExample` gives all-zero features.
+        label_list: The task's labels in class-index order; None for regression, where the
+            label string is parsed as a float.
+        max_seq_length: Length of every output sequence (at least 3).
+        tokenizer: WordPiece tokenizer.
+
+    Returns:
+        The features.
+
+    Raises:
+        ValueError: If the example's label is not in `label_list` or not a number.
+    """
+    if isinstance(example, PaddingInputExample):
+        zeros = [0] * max_seq_length
+        return InputFeatures(input_ids=list(zeros), input_mask=list(zeros),
+                             segment_ids=list(zeros), label_id=0, is_real_example=False)
+    tokens, segment_ids = example_tokens(example, max_seq_length, tokenizer)
+    input_ids = tokenizer.convert_tokens_to_ids(tokens)
+    padding = [0] * (max_seq_length - len(input_ids))
+    return InputFeatures(input_ids=input_ids + padding,
+                         input_mask=[1] * len(input_ids) + padding,
+                         segment_ids=segment_ids + padding,
+                         label_id=_label_id(example, label_list))
+
+
+def _label_id(example: InputExample, label_list: Sequence[str] | None) -> int | float:
+    if label_list is None:
+        try:
+            return float(example.label)
+        except (TypeError, ValueError):
+            raise ValueError(f"Example {example.guid}: regression label {example.label!r} "
+                             "is not a number") from None
+    try:
+        return list(label_list).index(example.label)
+    except ValueError:
+        raise ValueError(f"Example {example.guid}: label {example.label!r} is not one of "
+                         f"{list(label_list)}") from None
+
+
+def convert_examples_to_features(examples: Iterable[InputExample | PaddingInputExample],
+                                 label_list: Sequence[str] | None, max_seq_length: int,
+                                 tokenizer: tokenization.FullTokenizer) -> list[InputFeatures]:
+    """Converts every example with `convert_single_example`, logging the first few."""
+    features = []
+    for ex_index, example in enumerate(examples):
+        feature = convert_single_example(example, label_list, max_seq_length, tokenizer)
+        if ex_index < _NUM_LOGGED_EXAMPLES and isinstance(example, InputExample):
+            _log_example(example, feature, tokenizer)
+        features.append(feature)
+    return features
+
+
+def _log_example(example: InputExample, feature: InputFeatures,
+                 tokenizer: tokenization.FullTokenizer) -> None:
+    length = sum(feature.input_mask)
+    tokens = tokenizer.convert_ids_to_tokens(feature.input_ids[:length])
+    logging.info("*** Example ***")
+    logging.info("guid: %s", example.guid)
+    logging.info("tokens: %s", " ".join(tokenization.printable_text(t) for t in tokens))
+    logging.info("input_ids: %s", " ".join(str(x) for x in feature.input_ids))
+    logging.info("input_mask: %s", " ".join(str(x) for x in feature.input_mask))
+    logging.info("segment_ids: %s", " ".join(str(x) for x in feature.segment_ids))
+    logging.info("label: %s (id = %s)", example.label, feature.label_id)
+
+
+def pad_to_batch_multiple(examples: Sequence[InputExample], batch_size: int
+                          ) -> list[InputExample | PaddingInputExample]:
+    """Appends `PaddingInputExample`s until the count is a multiple of `batch_size`.
+
+    Fixed-size batches (TPUs, `drop_remainder`) would otherwise drop the last real examples;
+    padding goes at the end, so the first `len(examples)` outputs are the real ones.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be positive, got {batch_size}")
+    num_padding = -len(examples) % batch_size
+    return list(examples) + [PaddingInputExample() for _ in range(num_padding)]
+
+
+def features_to_arrays(features: Sequence[InputFeatures], is_regression: bool = False
+                       ) -> dict[str, np.ndarray]:
+    """Stacks features into arrays keyed by the TFRecord schema names, for `tf.data`.
+
+    Args:
+        features: Features, all of the same sequence length.
+        is_regression: Whether `label_ids` holds float scores (STS-B) rather than class ids.
+
+    Returns:
+        `input_ids`, `input_mask`, `segment_ids`: int32 [N, max_seq_length];
+        `label_ids`: int32 [N] (float32 for regression); `is_real_example`: int32 [N].
+    """
+    lengths = {len(f.input_ids) for f in features}
+    if len(lengths) > 1:
+        raise ValueError(f"Features have different sequence lengths: {sorted(lengths)}")
+
+    def stack(name: str, dtype: type) -> np.ndarray:
+        return np.asarray([getattr(f, name) for f in features], dtype=dtype)
+
+    arrays = {name: stack(name, np.int32) for name in ("input_ids", "input_mask", "segment_ids")}
+    label_dtype = np.float32 if is_regression else np.int32
+    arrays["label_ids"] = stack("label_id", label_dtype)
+    arrays["is_real_example"] = stack("is_real_example", np.int32)
+    return arrays
