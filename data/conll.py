@@ -68,7 +68,9 @@ class ConllData:
 
 
 def parse_tag(tag: str) -> tuple[str, str]:
-    """Splits a tag into its prefix and entity type: `"B-PER"` -> `("B", "PER")`, `"O"` -> `("O", "")`.
+    """Splits a tag into its prefix and entity type.
+
+    `"B-PER"` gives `("B", "PER")`, `"O"` gives `("O", "")`.
 
     Raises:
         ValueError: If the tag is neither `O` nor `B-TYPE` / `I-TYPE`.
@@ -159,7 +161,11 @@ def _parse_documents(path: str) -> list[list[ConllSentence]]:
 
 
 def _detect_scheme(path: str, sentences: Iterable[ConllSentence], tag_scheme: str) -> str:
-    """Returns `iob1` or `iob2`; an `I-` opening an entity means IOB1 (an error if `iob2` was asked)."""
+    """Returns `iob1` or `iob2`: an `I-` opening an entity means IOB1.
+
+    Raises:
+        ValueError: Naming the line, if `tag_scheme` is `iob2` and an `I-` opens an entity.
+    """
     for sentence in sentences:
         index = _first_iob1_start(sentence.tags)
         if index is None:
