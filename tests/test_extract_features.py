@@ -1,0 +1,56 @@
+import json
+import subprocess
+import sys
+
+import numpy as np
+
+from data import tokenization
+from data.feature_extraction import convert_example, parse_layer_indexes, read_examples
+from tests.conftest import REPO_ROOT
+
+import pytest
+
+
+def test_examples_and_tokens_match_the_original(fixtures_dir, uncased_vocab):
+    folder = fixtures_dir / "extract_features"
+    tokenizer = tokenization.FullTokenizer(str(uncased_vocab), do_lower_case=True)
+    expected = [json.loads(line) for line in (folder / "output_tiny.jsonl").open()]
+    examples = list(read_examples(str(folder / "input.txt")))
+    assert len(examples) == len(expected)
+    for example, record in zip(examples, expected):
+        features = convert_example(example, 32, tokenizer)
+        assert features.unique_id == record["linex_index"]
+        assert features.tokens == [t["token"] for t in record["features"]]
+        assert len(features.input_ids) == 32
+
+
+def test_layer_indexes_are_checked():
+    assert parse_layer_indexes("-1,-2,0", 2) == [-1, -2, 0]
+    with pytest.raises(ValueError, match="-3"):
+        parse_layer_indexes("-1,-3", 2)
+    with pytest.raises(ValueError, match="comma-separated"):
+        parse_layer_indexes("last", 2)
+
+
+def test_script_reproduces_the_original_output(fixtures_dir, uncased_vocab, tmp_path):
+    folder = fixtures_dir / "extract_features"
+    tiny = fixtures_dir / "original" / "tiny"
+    output = tmp_path / "out.jsonl"
+    subprocess.run(
+        [sys.executable, str(REPO_ROOT / "extract_features.py"),
+         f"--input_file={folder / 'input.txt'}", f"--output_file={output}",
+         f"--vocab_file={uncased_vocab}", f"--bert_config_file={tiny / 'bert_config.json'}",
+         f"--init_checkpoint={tiny / 'bert_model.ckpt'}", "--layers=-1,-2",
+         "--max_seq_length=32", "--batch_size=4"], check=True, capture_output=True)
+    expected = [json.loads(line) for line in (folder / "output_tiny.jsonl").open()]
+    produced = [json.loads(line) for line in output.open()]
+    assert len(produced) == len(expected)
+    for ours, theirs in zip(produced, expected):
+        assert list(ours) == ["linex_index", "features"]
+        assert ours["linex_index"] == theirs["linex_index"]
+        assert [f["token"] for f in ours["features"]] == [f["token"] for f in theirs["features"]]
+        for our_token, their_token in zip(ours["features"], theirs["features"]):
+            assert [l["index"] for l in our_token["layers"]] == [-1, -2]
+            for our_layer, their_layer in zip(our_token["layers"], their_token["layers"]):
+                np.testing.assert_allclose(our_layer["values"], their_layer["values"], atol=1e-5)
+    assert not list(tmp_path.glob("*.tmp"))
