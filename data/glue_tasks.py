@@ -238,7 +238,7 @@ def _tsv_rows(path: str) -> Iterator[tuple[int, list[str]]]:
             for fields in reader:
                 yield reader.line_num, fields
         except csv.Error as e:
-            raise ValueError(f"{path}:{reader.line_num + 1}: {e}") from None
+            raise ValueError(f"{path}:{reader.line_num}: unreadable row ({e})") from None
 
 
 def _decoded_lines(f: BinaryIO, path: str) -> Iterator[str]:
