@@ -59,7 +59,7 @@ def pearson_correlation(x: np.ndarray, y: np.ndarray) -> float:
 
 
 def average_ranks(values: np.ndarray) -> np.ndarray:
-    """1-based ranks, tied values sharing the mean of their ranks: [10, 20, 20, 5] -> [2, 3.5, 3.5, 1]."""
+    """1-based ranks, ties sharing their mean rank: [10, 20, 20, 5] -> [2, 3.5, 3.5, 1]."""
     values = np.asarray(values)
     order = np.argsort(values, kind="stable")
     sorted_values = values[order]

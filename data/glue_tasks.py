@@ -189,7 +189,8 @@ def read_examples(task: GlueTask, data_dir: str | os.PathLike, split_name: str,
 
     Args:
         task: The task.
-        data_dir: The task's folder (`glue_data/MRPC`, `XNLI-1.0`, `glue_data/diagnostic`).
+        data_dir: The task's folder (`glue_data/MRPC`, `glue_data/diagnostic`; for XNLI the
+            folder of `xnli.dev.tsv` and `multinli/`).
         split_name: One of the task's split names (`train`, `dev`, `test`, `dev_mismatched`).
         language: XNLI only: the language of the training file and of the dev rows kept.
 
