@@ -1,0 +1,233 @@
+"""Token-classification features for CoNLL-2003 NER, as in the BERT paper (section 5.3).
+
+Each sentence becomes one sequence `[CLS] left-context sentence right-context [SEP]`, all
+segment 0. Every word is split into WordPiece tokens and only its first piece carries the
+word's label; other pieces, context, `[CLS]`, `[SEP]` and padding get label id -1, which the
+loss and the predictions ignore. Without document context the contexts are empty; with it,
+the tokens of the neighbouring sentences of the same document fill the sequence, the
+sentence as centred as the document allows ("maximal document context"). A sentence longer
+than the sequence is cut; its words that lose their first piece are predicted `O`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+from typing import Sequence
+
+import numpy as np
+
+from data import conll
+from data import tokenization
+
+IGNORED_LABEL_ID = -1
+_CLS = "[CLS]"
+_SEP = "[SEP]"
+
+
+@dataclasses.dataclass(frozen=True)
+class NerFeatures:
+    """Model inputs of every sentence, in file order, and where each word's label sits.
+
+    Attributes:
+        input_ids: int32 [N, T] token ids, zero-padded.
+        input_mask: int32 [N, T] 1 for real tokens (context included), 0 for padding.
+        segment_ids: int32 [N, T] all 0.
+        label_ids: int32 [N, T] label index at each word's first piece, -1 elsewhere.
+        word_positions: Per sentence, int32 [num_words] position of each word's first piece,
+            -1 where the word has no piece inside the sequence.
+    """
+
+    input_ids: np.ndarray
+    input_mask: np.ndarray
+    segment_ids: np.ndarray
+    label_ids: np.ndarray
+    word_positions: list[np.ndarray]
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """The model inputs and labels keyed by the TFRecord schema names, for `tf.data`."""
+        return {"input_ids": self.input_ids, "input_mask": self.input_mask,
+                "segment_ids": self.segment_ids, "label_ids": self.label_ids}
+
+
+def context_window(num_left: int, sentence_length: int, num_right: int,
+                   max_tokens: int) -> tuple[int, int]:
+    """How many context tokens to take from each side of a sentence.
+
+    Fills `max_tokens - sentence_length` with as many context tokens as there are, split
+    as evenly as possible (the extra odd token goes right); a side that runs out leaves
+    its share to the other.
+
+    Args:
+        num_left: Tokens available before the sentence in its document.
+        sentence_length: Tokens of the sentence.
+        num_right: Tokens available after it.
+        max_tokens: Room in the sequence, without `[CLS]` and `[SEP]`.
+
+    Returns:
+        `(left, right)`: context tokens to take from the end of the left side and from the
+        start of the right side.
+    """
+    budget = max(max_tokens - sentence_length, 0)
+    left = min(num_left, budget // 2)
+    right = min(num_right, budget - left)
+    left = min(num_left, budget - right)
+    return left, right
+
+
+@dataclasses.dataclass(frozen=True)
+class _TokenizedDocument:
+    """A document's WordPiece tokens, sentence after sentence, and where each sentence lies."""
+
+    tokens: list[str]
+    sentence_starts: list[int]
+    # Per sentence, each word's first-piece offset within the sentence's tokens (-1 if none).
+    first_pieces: list[list[int]]
+
+
+def _tokenize_document(document: conll.ConllDocument,
+                       tokenizer: tokenization.FullTokenizer) -> _TokenizedDocument:
+    tokens: list[str] = []
+    sentence_starts, first_pieces = [], []
+    for sentence in document.sentences:
+        sentence_starts.append(len(tokens))
+        offsets = []
+        for word in sentence.words:
+            pieces = tokenizer.tokenize(word)
+            # A word of characters the tokenizer drops (control characters) has no piece.
+            offsets.append(len(tokens) - sentence_starts[-1] if pieces else -1)
+            tokens += pieces
+        first_pieces.append(offsets)
+    sentence_starts.append(len(tokens))
+    return _TokenizedDocument(tokens, sentence_starts, first_pieces)
+
+
+def _sentence_sequence(document: _TokenizedDocument, index: int, max_seq_length: int,
+                       document_context: bool) -> tuple[list[str], list[int]]:
+    """Tokens `[CLS] ... [SEP]` for sentence `index` and its words' first-piece positions."""
+    start, end = document.sentence_starts[index], document.sentence_starts[index + 1]
+    room = max_seq_length - 2
+    sentence_tokens = document.tokens[start:min(end, start + room)]
+    left = right = 0
+    if document_context:
+        left, right = context_window(start, end - start, len(document.tokens) - end, room)
+    tokens = ([_CLS] + document.tokens[start - left:start] + sentence_tokens
+              + document.tokens[end:end + right] + [_SEP])
+    positions = [1 + left + offset if 0 <= offset < len(sentence_tokens) else -1
+                 for offset in document.first_pieces[index]]
+    return tokens, positions
+
+
+def convert_documents_to_features(documents: Sequence[conll.ConllDocument],
+                                  tokenizer: tokenization.FullTokenizer,
+                                  labels: Sequence[str], max_seq_length: int,
+                                  document_context: bool = False) -> NerFeatures:
+    """Converts every sentence of `documents` into one model sequence.
+
+    Args:
+        documents: Read CoNLL documents (IOB2 tags).
+        tokenizer: WordPiece tokenizer.
+        labels: Label strings in class-index order (`data.conll.label_list`).
+        max_seq_length: Length T of every sequence (at least 3).
+        document_context: Whether to fill each sequence with the neighbouring sentences
+            of the same document.
+
+    Returns:
+        The features, one row per sentence in document and sentence order.
+
+    Raises:
+        ValueError: If `max_seq_length` < 3 or a gold tag is not in `labels`.
+    """
+    if max_seq_length < 3:
+        raise ValueError(f"max_seq_length must be at least 3, got {max_seq_length}")
+    label_index = {label: index for index, label in enumerate(labels)}
+    rows: dict[str, list[list[int]]] = {"input_ids": [], "input_mask": [], "label_ids": []}
+    word_positions = []
+    for document in documents:
+        tokenized = _tokenize_document(document, tokenizer)
+        for index, sentence in enumerate(document.sentences):
+            tokens, positions = _sentence_sequence(tokenized, index, max_seq_length,
+                                                   document_context)
+            padding = [0] * (max_seq_length - len(tokens))
+            rows["input_ids"].append(tokenizer.convert_tokens_to_ids(tokens) + padding)
+            rows["input_mask"].append([1] * len(tokens) + padding)
+            rows["label_ids"].append(_label_row(sentence, positions, label_index,
+                                                max_seq_length))
+            word_positions.append(np.asarray(positions, dtype=np.int32))
+    arrays = {name: np.asarray(values, dtype=np.int32).reshape(-1, max_seq_length)
+              for name, values in rows.items()}
+    return NerFeatures(input_ids=arrays["input_ids"], input_mask=arrays["input_mask"],
+                       segment_ids=np.zeros_like(arrays["input_ids"]),
+                       label_ids=arrays["label_ids"], word_positions=word_positions)
+
+
+def _label_row(sentence: conll.ConllSentence, positions: Sequence[int],
+               label_index: dict[str, int], max_seq_length: int) -> list[int]:
+    row = [IGNORED_LABEL_ID] * max_seq_length
+    for offset, (tag, position) in enumerate(zip(sentence.tags, positions)):
+        if tag not in label_index:
+            raise ValueError(f"Line {sentence.first_line + offset}: tag {tag!r} is not one of "
+                             f"the labels {list(label_index)}")
+        if position >= 0:
+            row[position] = label_index[tag]
+    return row
+
+
+def predicted_word_tags(features: NerFeatures, predicted_label_ids: np.ndarray,
+                        labels: Sequence[str]) -> list[list[str]]:
+    """Maps per-token predictions back to one tag per word.
+
+    Args:
+        features: The features the predictions were made on.
+        predicted_label_ids: int [N, T] predicted label index at every position.
+        labels: Label strings in class-index order.
+
+    Returns:
+        Per sentence, the label predicted at each word's first piece; `O` for a word
+        without a piece in the sequence.
+
+    Raises:
+        ValueError: If the predictions' shape does not match the features.
+    """
+    predicted_label_ids = np.asarray(predicted_label_ids)
+    if predicted_label_ids.shape != features.input_ids.shape:
+        raise ValueError(f"Predictions of shape {predicted_label_ids.shape} do not match "
+                         f"features of shape {features.input_ids.shape}")
+    tags = []
+    for row, positions in zip(predicted_label_ids, features.word_positions):
+        tags.append([labels[row[p]] if p >= 0 else conll.OUTSIDE_TAG for p in positions])
+    return tags
+
+
+def write_conll_predictions(path: str | os.PathLike, sentences: Sequence[conll.ConllSentence],
+                            predicted_tags: Sequence[Sequence[str]]) -> None:
+    """Writes `word gold predicted` lines, a blank line after each sentence, atomically.
+
+    The file is conlleval's input format: `conlleval < path` scores it.
+
+    Raises:
+        ValueError: Before writing anything, if the sentence counts or lengths differ.
+    """
+    if len(sentences) != len(predicted_tags):
+        raise ValueError(f"{len(sentences)} sentences but {len(predicted_tags)} predicted")
+    lines = []
+    for sentence, tags in zip(sentences, predicted_tags):
+        if len(sentence.tokens) != len(tags):
+            raise ValueError(f"Sentence at line {sentence.first_line}: {len(sentence.tokens)} "
+                             f"words but {len(tags)} predicted tags")
+        lines += [f"{token.word} {token.tag} {tag}\n" for token, tag in zip(sentence.tokens, tags)]
+        lines.append("\n")
+    _write_text_atomically(os.fspath(path), "".join(lines))
+
+
+def _write_text_atomically(path: str, text: str) -> None:
+    """Writes through a temporary file in the same folder, so readers never see half a file."""
+    fd, temp_path = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
+                                     prefix=".tmp-", suffix=os.path.basename(path))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as writer:
+            writer.write(text)
+        os.replace(temp_path, path)
+    except BaseException:
+        os.unlink(temp_path)
+        raise
