@@ -1,0 +1,52 @@
+"""This project's own checkpoints: TF2 object-based, with the model under the root key `model`.
+
+Training runs write them (with optimizer state, step and input position beside the model) and
+`convert_checkpoint.py --to keras` writes them (model only). Any of the project's models can be read
+from any other's checkpoint through the shared `encoder` child; heads are matched by their names.
+"""
+import keras
+import tensorflow as tf
+
+from modeling.encoder import BertEncoder
+
+OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
+
+
+class ProjectCheckpointMismatchError(ValueError):
+    """The checkpoint lacks variables the model needs, or holds them with other shapes."""
+
+
+def is_project_checkpoint(prefix: str) -> bool:
+    """True for an object-based (TF2) checkpoint, False for a name-based (TF1) one."""
+    return OBJECT_GRAPH_KEY in tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+
+
+def _bind(model: keras.Model) -> tf.train.Checkpoint:
+    # A bare encoder is read from the `encoder` child of whatever model wrote the checkpoint.
+    if isinstance(model, BertEncoder):
+        return tf.train.Checkpoint(model=tf.train.Checkpoint(encoder=model))
+    return tf.train.Checkpoint(model=model)
+
+
+def load_project_checkpoint(model: keras.Model, prefix: str) -> None:
+    """Restores every variable of `model` from a project checkpoint, all or nothing.
+
+    Raises:
+        ProjectCheckpointMismatchError: a variable the model needs is missing or has another shape;
+            the model's values are then those it had before the call.
+    """
+    snapshot = [variable.numpy() for variable in model.weights]
+    try:
+        status = _bind(model).read(prefix)
+        status.expect_partial()
+        status.assert_existing_objects_matched()
+    except (AssertionError, ValueError) as error:
+        for variable, value in zip(model.weights, snapshot):
+            variable.assign(value)
+        raise ProjectCheckpointMismatchError(
+            f"checkpoint {prefix} does not fit the model: {error}") from None
+
+
+def save_project_checkpoint(model: keras.Model, prefix: str) -> str:
+    """Writes the model (no optimizer state) as a project checkpoint; returns the path written."""
+    return tf.train.Checkpoint(model=model).write(prefix)

@@ -1,0 +1,47 @@
+import numpy as np
+import pytest
+
+from modeling.checkpoints import PROJECT, TF1, load_checkpoint
+from modeling.config import BertConfig
+from modeling.pretrainer import BertPretrainer
+from modeling.project_checkpoint import ProjectCheckpointMismatchError, save_project_checkpoint
+from modeling.task_models import BertClassifier
+from tests.modeling_fixtures import tiny_config, tiny_dir
+
+
+def _config(**overrides):
+    values = dict(vocab_size=30, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                  intermediate_size=16, max_position_embeddings=16)
+    return BertConfig(**{**values, **overrides})
+
+
+def test_formats_are_detected_and_said(fixtures_dir, tmp_path):
+    model = BertPretrainer(tiny_config(fixtures_dir))
+    assert load_checkpoint(model, str(tiny_dir(fixtures_dir))) == TF1
+    save_project_checkpoint(model, str(tmp_path / "ckpt"))
+    copy = BertPretrainer(tiny_config(fixtures_dir))
+    assert load_checkpoint(copy, str(tmp_path / "ckpt")) == PROJECT
+    for a, b in zip(model.weights, copy.weights):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_project_checkpoint_initialises_another_models_encoder(tmp_path):
+    pretrainer = BertPretrainer(_config())
+    save_project_checkpoint(pretrainer, str(tmp_path / "ckpt"))
+    classifier = BertClassifier(_config(), num_labels=2)
+    load_checkpoint(classifier.encoder, str(tmp_path / "ckpt"))
+    for a, b in zip(pretrainer.encoder.weights, classifier.encoder.weights):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    # The whole classifier needs its head, which a pretraining checkpoint lacks.
+    with pytest.raises(ProjectCheckpointMismatchError, match="classifier/output_weights"):
+        load_checkpoint(classifier, str(tmp_path / "ckpt"))
+
+
+def test_project_checkpoint_shape_mismatch_changes_nothing(tmp_path):
+    save_project_checkpoint(BertPretrainer(_config()), str(tmp_path / "ckpt"))
+    model = BertPretrainer(_config(intermediate_size=24))
+    before = [v.numpy().copy() for v in model.weights]
+    with pytest.raises(ProjectCheckpointMismatchError):
+        load_checkpoint(model, str(tmp_path / "ckpt"))
+    for variable, value in zip(model.weights, before):
+        np.testing.assert_array_equal(variable.numpy(), value)
