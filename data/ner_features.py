@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import tempfile
 from typing import Sequence
 
 import numpy as np
 
 from data import conll
+from data import glue_submission
 from data import tokenization
 
 IGNORED_LABEL_ID = -1
@@ -217,17 +217,5 @@ def write_conll_predictions(path: str | os.PathLike, sentences: Sequence[conll.C
                              f"words but {len(tags)} predicted tags")
         lines += [f"{token.word} {token.tag} {tag}\n" for token, tag in zip(sentence.tokens, tags)]
         lines.append("\n")
-    _write_text_atomically(os.fspath(path), "".join(lines))
+    glue_submission.write_text_atomically(path, "".join(lines))
 
-
-def _write_text_atomically(path: str, text: str) -> None:
-    """Writes through a temporary file in the same folder, so readers never see half a file."""
-    fd, temp_path = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
-                                     prefix=".tmp-", suffix=os.path.basename(path))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as writer:
-            writer.write(text)
-        os.replace(temp_path, path)
-    except BaseException:
-        os.unlink(temp_path)
-        raise

@@ -12,10 +12,10 @@ from __future__ import annotations
 import collections
 import dataclasses
 import os
-import tempfile
 from typing import Sequence
 
 from data import conll
+from data import glue_submission
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,17 +146,5 @@ def format_report(evaluation: NerEvaluation) -> str:
 
 def write_report(path: str | os.PathLike, evaluation: NerEvaluation) -> None:
     """Writes `format_report(evaluation)` to `path` atomically (temporary file, then rename)."""
-    _write_text_atomically(os.fspath(path), format_report(evaluation))
+    glue_submission.write_text_atomically(path, format_report(evaluation))
 
-
-def _write_text_atomically(path: str, text: str) -> None:
-    """Writes through a temporary file in the same folder, so readers never see half a file."""
-    fd, temp_path = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
-                                     prefix=".tmp-", suffix=os.path.basename(path))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as writer:
-            writer.write(text)
-        os.replace(temp_path, path)
-    except BaseException:
-        os.unlink(temp_path)
-        raise

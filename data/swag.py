@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import io
 import os
-import tempfile
 from typing import Sequence
 
 import numpy as np
 
 from data import classifier_features
+from data import glue_submission
 from data import tokenization
 
 NUM_CHOICES = 4
@@ -201,17 +202,10 @@ def write_predictions(path: str | os.PathLike, examples: Sequence[SwagExample],
         ValueError: Before writing anything, if the shapes disagree.
     """
     probabilities = _check_probabilities(examples, probabilities)
-    path = os.fspath(path)
-    fd, temp_path = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
-                                     prefix=".tmp-", suffix=os.path.basename(path))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as output:
-            writer = csv.writer(output, lineterminator="\n")
-            writer.writerow(["id"] + [f"prob{i}" for i in range(NUM_CHOICES)] + ["prediction"])
-            for example, row in zip(examples, probabilities):
-                writer.writerow([example.example_id] + [f"{float(p):.9g}" for p in row]
-                                + [int(np.argmax(row))])
-        os.replace(temp_path, path)
-    except BaseException:
-        os.unlink(temp_path)
-        raise
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow(["id"] + [f"prob{i}" for i in range(NUM_CHOICES)] + ["prediction"])
+    for example, row in zip(examples, probabilities):
+        writer.writerow([example.example_id] + [f"{float(p):.9g}" for p in row]
+                        + [int(np.argmax(row))])
+    glue_submission.write_text_atomically(path, text.getvalue())
