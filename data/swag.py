@@ -84,7 +84,8 @@ def read_swag_examples(path: str | os.PathLike, require_labels: bool = False) ->
             outside 0..3.
     """
     path = os.fspath(path)
-    with open(path, encoding="utf-8", newline="") as reader:
+    # utf-8-sig: a byte-order mark must not hide the unnamed index column.
+    with open(path, encoding="utf-8-sig", newline="") as reader:
         rows = csv.reader(reader)
         header = next(rows, None)
         if header is None:
