@@ -1,6 +1,6 @@
 """Output files of sequence classification: the original's and the GLUE server's.
 
-- `eval_results.txt`: `key = value` lines in sorted key order, as the original writes them.
+- `eval_results.txt`: `key = value` lines in sorted key order (`data.output_files`).
 - `test_results.tsv`: one line per test example, its per-class probabilities (or its score
   for regression) tab-separated, no header, as the original writes them.
 - The GLUE server's submission file of a test split (`CoLA.tsv`, `MNLI-m.tsv`, `AX.tsv`, ...):
@@ -13,50 +13,16 @@ a reader never sees half a file.
 from __future__ import annotations
 
 import os
-import uuid
-from typing import Mapping, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from data.classifier_features import InputExample
 from data.glue_tasks import GlueTask, SplitSpec
+from data.output_files import write_text_atomically
 
 # Range of the STS-B similarity scores.
 _MIN_SCORE, _MAX_SCORE = 0.0, 5.0
-
-
-def write_text_atomically(path: str | os.PathLike, text: str) -> None:
-    """Writes `text` (UTF-8) to `path` through a temporary file renamed into place."""
-    path = os.fspath(path)
-    # Same folder, so the rename is atomic; mode "x" keeps the usual (umask) permissions.
-    temp_path = f"{path}.{os.getpid()}.{uuid.uuid4().hex}.tmp"
-    try:
-        with open(temp_path, "x", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-        os.replace(temp_path, path)
-    except BaseException:
-        if os.path.exists(temp_path):
-            os.unlink(temp_path)
-        raise
-
-
-def _format_number(value: float | int | np.number) -> str:
-    """Formats as the original's `str()` of TF's float32 / int64 outputs (`0.8431373`, `343`)."""
-    if isinstance(value, (int, np.integer)):
-        return str(int(value))
-    return str(np.float32(value))
-
-
-def write_eval_results(path: str | os.PathLike, results: Mapping[str, float | int]) -> None:
-    """Writes `eval_results.txt`: one `key = value` line per result, keys sorted.
-
-    Args:
-        path: Output file.
-        results: E.g. `eval_accuracy`, `eval_loss`, `global_step`, `loss` and the task's
-            metrics from `classification_metrics`.
-    """
-    lines = [f"{key} = {_format_number(results[key])}\n" for key in sorted(results)]
-    write_text_atomically(path, "".join(lines))
 
 
 def write_test_results(path: str | os.PathLike, probabilities: np.ndarray) -> None:

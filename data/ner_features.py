@@ -17,7 +17,7 @@ from typing import Sequence
 import numpy as np
 
 from data import conll
-from data import glue_submission
+from data import output_files
 from data import tokenization
 
 IGNORED_LABEL_ID = -1
@@ -217,5 +217,5 @@ def write_conll_predictions(path: str | os.PathLike, sentences: Sequence[conll.C
                              f"words but {len(tags)} predicted tags")
         lines += [f"{token.word} {token.tag} {tag}\n" for token, tag in zip(sentence.tokens, tags)]
         lines.append("\n")
-    glue_submission.write_text_atomically(path, "".join(lines))
+    output_files.write_text_atomically(path, "".join(lines))
 

@@ -15,7 +15,7 @@ import os
 from typing import Sequence
 
 from data import conll
-from data import glue_submission
+from data import output_files
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,5 +146,5 @@ def format_report(evaluation: NerEvaluation) -> str:
 
 def write_report(path: str | os.PathLike, evaluation: NerEvaluation) -> None:
     """Writes `format_report(evaluation)` to `path` atomically (temporary file, then rename)."""
-    glue_submission.write_text_atomically(path, format_report(evaluation))
+    output_files.write_text_atomically(path, format_report(evaluation))
 

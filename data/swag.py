@@ -18,7 +18,7 @@ from typing import Sequence
 import numpy as np
 
 from data import classifier_features
-from data import glue_submission
+from data import output_files
 from data import tokenization
 
 NUM_CHOICES = 4
@@ -209,4 +209,4 @@ def write_predictions(path: str | os.PathLike, examples: Sequence[SwagExample],
     for example, row in zip(examples, probabilities):
         writer.writerow([example.example_id] + [f"{float(p):.9g}" for p in row]
                         + [int(np.argmax(row))])
-    glue_submission.write_text_atomically(path, text.getvalue())
+    output_files.write_text_atomically(path, text.getvalue())

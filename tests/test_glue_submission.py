@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 
 from data.classifier_features import InputExample
-from data.glue_submission import (submission_predictions, write_eval_results,
-                                  write_submission, write_test_results)
+from data.glue_submission import submission_predictions, write_submission, write_test_results
+from data.output_files import write_eval_results
 from data.glue_tasks import get_task, read_examples
 
 
