@@ -71,3 +71,28 @@ def pretraining_losses(outputs: dict, batch: dict, masked_lm_weight_sum=None,
     total = masked_lm_loss + next_sentence_loss if use_next_sentence_label else masked_lm_loss
     return {"loss": total, "masked_lm_loss": masked_lm_loss,
             "next_sentence_loss": next_sentence_loss}
+
+
+def pretraining_metric_sums(outputs: dict, batch: dict) -> dict:
+    """Per-batch sums for the original's eval metrics, as (value sum, weight sum) pairs.
+
+    `masked_lm_accuracy` and `masked_lm_loss` are weighted by `masked_lm_weights` (padding slots
+    count for nothing); `next_sentence_*` are plain means over the examples.
+    """
+    weights = tf.cast(batch["masked_lm_weights"], tf.float32)
+    logits = outputs["masked_lm_logits"]
+    mlm_correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32),
+                                   tf.cast(batch["masked_lm_ids"], tf.int32)), tf.float32)
+    mlm_loss = losses.per_example_cross_entropy(logits, batch["masked_lm_ids"])
+    labels = tf.cast(tf.reshape(batch["next_sentence_labels"], [-1]), tf.int32)
+    nsp_logits = outputs["next_sentence_logits"]
+    nsp_correct = tf.cast(tf.equal(tf.argmax(nsp_logits, -1, output_type=tf.int32), labels),
+                          tf.float32)
+    nsp_loss = losses.per_example_cross_entropy(nsp_logits, labels)
+    examples = tf.cast(tf.shape(labels)[0], tf.float32)
+    return {
+        "masked_lm_accuracy": (tf.reduce_sum(mlm_correct * weights), tf.reduce_sum(weights)),
+        "masked_lm_loss": (tf.reduce_sum(mlm_loss * weights), tf.reduce_sum(weights)),
+        "next_sentence_accuracy": (tf.reduce_sum(nsp_correct), examples),
+        "next_sentence_loss": (tf.reduce_sum(nsp_loss), examples),
+    }

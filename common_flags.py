@@ -1,0 +1,85 @@
+"""Flags that every training script shares, and turning them into a strategy and an optimizer.
+
+Script-layer code: the scripts and this module are the only readers of absl FLAGS.
+"""
+import json
+
+from absl import flags, logging
+import keras
+import tensorflow as tf
+
+from training.distribution import get_strategy
+from training.optimizer import create_optimizer
+from training.precision import set_dtype_policy
+
+FLAGS = flags.FLAGS
+
+
+def define_training_flags():
+    """Defines the flags that replace the original's TPU-era ones."""
+    flags.DEFINE_enum("distribution_strategy", "one_device",
+                      ["one_device", "mirrored", "multi_worker_mirrored", "tpu"],
+                      "tf.distribute strategy; multi_worker_mirrored reads TF_CONFIG.")
+    flags.DEFINE_string("tpu", None, "TPU name or grpc:// address for --distribution_strategy=tpu.")
+    flags.DEFINE_enum("dtype", "float32", ["float32", "mixed_bfloat16", "mixed_float16"],
+                      "Compute precision; mixed_float16 uses dynamic loss scaling.")
+    flags.DEFINE_bool("use_xla", False, "Compile the training step with XLA.")
+    flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"],
+                      "adamw: the original AdamWeightDecay; lamb: layer-wise adaptive, large batches.")
+    flags.DEFINE_integer("gradient_accumulation_steps", 1,
+                         "Micro-batches per optimizer step; the batch size flags stay global.")
+    flags.DEFINE_integer("seed", 12345, "Random seed of initialisation, dropout and shuffling.")
+
+
+_loss_scaling = False
+
+
+def setup_from_flags() -> tf.distribute.Strategy:
+    """Seeds every generator, sets the dtype policy and returns the strategy."""
+    global _loss_scaling
+    keras.utils.set_random_seed(FLAGS.seed)
+    _loss_scaling = set_dtype_policy(FLAGS.dtype)
+    strategy = get_strategy(FLAGS.distribution_strategy, FLAGS.tpu)
+    logging.info("strategy %s with %d replicas, dtype %s", type(strategy).__name__,
+                 strategy.num_replicas_in_sync, FLAGS.dtype)
+    return strategy
+
+
+def check_batch_size(name: str, batch_size: int, strategy: tf.distribute.Strategy):
+    """The global batch must split evenly over replicas and accumulated micro-batches."""
+    parts = strategy.num_replicas_in_sync * FLAGS.gradient_accumulation_steps
+    if batch_size % parts:
+        raise ValueError(f"--{name}={batch_size} is not divisible by replicas x "
+                         f"--gradient_accumulation_steps = {parts}")
+
+
+def create_optimizer_from_flags(learning_rate: float, num_train_steps: int,
+                                num_warmup_steps: int) -> keras.optimizers.Optimizer:
+    return create_optimizer(learning_rate, num_train_steps, num_warmup_steps,
+                            optimizer_type=FLAGS.optimizer, use_loss_scale=_loss_scaling)
+
+
+def is_chief(strategy: tf.distribute.Strategy) -> bool:
+    """True on the worker that writes final outputs (the only one outside multi-worker runs)."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.cluster_spec().as_dict():
+        return True
+    return resolver.task_type in ("chief", None) or (
+        resolver.task_type == "worker" and resolver.task_id == 0
+        and "chief" not in resolver.cluster_spec().as_dict())
+
+
+def checkpoint_step(path: str) -> int:
+    """The `global_step` (TF1) or optimizer iteration count (project) stored in a checkpoint."""
+    prefix = tf.train.latest_checkpoint(path) if tf.io.gfile.isdir(path) else path
+    reader = tf.train.load_checkpoint(prefix)
+    names = reader.get_variable_to_shape_map()
+    for name in names:
+        if name == "global_step" or name.startswith("optimizer/iterations"):
+            return int(reader.get_tensor(name))
+    return 0
+
+
+def log_flags():
+    values = {name: FLAGS[name].value for name in FLAGS if FLAGS[name].present}
+    logging.info("flags: %s", json.dumps(values, default=str, sort_keys=True))

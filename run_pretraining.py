@@ -1,0 +1,138 @@
+"""Pretrains BERT with the masked-LM and next-sentence losses, as the original run_pretraining.py.
+
+    python run_pretraining.py --input_file=/tmp/tf_examples.tfrecord --output_dir=/tmp/pretraining \
+      --do_train --do_eval --bert_config_file=$BERT_DIR/bert_config.json \
+      --init_checkpoint=$BERT_DIR/bert_model.ckpt --train_batch_size=32 --max_seq_length=128 \
+      --max_predictions_per_seq=20 --num_train_steps=20 --num_warmup_steps=10 --learning_rate=2e-5
+
+Rerunning the same command after an interruption resumes from the newest checkpoint in --output_dir.
+"""
+import os
+
+from absl import app, flags, logging
+import keras
+import tensorflow as tf
+
+from data.output_files import write_eval_results
+from data.pretraining_dataset import pretraining_dataset
+from modeling.checkpoints import load_checkpoint
+from modeling.config import BertConfig
+from modeling.pretrainer import BertPretrainer, pretraining_losses, pretraining_metric_sums
+from modeling.tf1_checkpoint import CheckpointMismatchError, save_tf1_checkpoint
+import common_flags
+from training.evaluation import evaluate
+from training.trainer import Trainer, TrainingConfig
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("input_file", None, "TFRecord files: comma-separated, globs allowed.")
+flags.DEFINE_string("output_dir", None, "Where checkpoints, summaries and results go.")
+flags.DEFINE_string("bert_config_file", None, "The bert_config.json of the model to pretrain.")
+flags.DEFINE_string("init_checkpoint", None, "Checkpoint to start from (original or project).")
+flags.DEFINE_integer("max_seq_length", 128, "Sequence length of the TFRecords.")
+flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked-LM slots per sequence in the TFRecords.")
+flags.DEFINE_bool("do_train", False, "Train.")
+flags.DEFINE_bool("do_eval", False, "Evaluate on --input_file and write eval_results.txt.")
+flags.DEFINE_integer("train_batch_size", 32, "Global batch size for training.")
+flags.DEFINE_integer("eval_batch_size", 8, "Batch size for evaluation.")
+flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.")
+flags.DEFINE_integer("num_train_steps", 100000, "Training steps.")
+flags.DEFINE_integer("num_warmup_steps", 10000, "Warm-up steps.")
+flags.DEFINE_integer("save_checkpoints_steps", 1000, "Steps between checkpoints.")
+flags.DEFINE_integer("max_eval_steps", 100, "Most eval batches.")
+flags.DEFINE_bool("use_next_sentence_label", True,
+                  "False drops the next-sentence loss (the paper's 'No NSP' ablation).")
+flags.DEFINE_integer("log_steps", 100, "Steps between progress lines and summaries.")
+common_flags.define_training_flags()
+flags.mark_flags_as_required(["input_file", "output_dir", "bert_config_file"])
+
+
+def _check_flags(config: BertConfig):
+    if not FLAGS.do_train and not FLAGS.do_eval:
+        raise ValueError("at least one of --do_train or --do_eval must be set")
+    if FLAGS.max_seq_length > config.max_position_embeddings:
+        raise ValueError(f"--max_seq_length={FLAGS.max_seq_length} exceeds the model's "
+                         f"max_position_embeddings={config.max_position_embeddings}")
+
+
+def _initialise(model: BertPretrainer, path: str):
+    try:
+        found = load_checkpoint(model, path)
+    except CheckpointMismatchError as error:
+        if "bert/" in str(error).replace("cls/", ""):
+            raise
+        found = load_checkpoint(model.encoder, path)
+        logging.warning("%s has no pretraining heads: they start from random values", path)
+    logging.info("initialised from %s (%s)", path, found)
+
+
+def _dataset(is_training: bool, batch_size: int, input_context=None):
+    return pretraining_dataset(FLAGS.input_file, batch_size, FLAGS.max_seq_length,
+                               FLAGS.max_predictions_per_seq, is_training=is_training,
+                               seed=FLAGS.seed, input_context=input_context)
+
+
+def _loss_fn(outputs, batch, normaliser):
+    return pretraining_losses(
+        outputs, batch, normaliser.global_sum(tf.reduce_sum(batch["masked_lm_weights"])),
+        normaliser.global_batch_size(batch), FLAGS.use_next_sentence_label)
+
+
+def _train(strategy, config: BertConfig) -> BertPretrainer:
+    with strategy.scope():
+        model = BertPretrainer(config)
+        optimizer = common_flags.create_optimizer_from_flags(
+            FLAGS.learning_rate, FLAGS.num_train_steps, FLAGS.num_warmup_steps)
+        if FLAGS.init_checkpoint and not tf.train.latest_checkpoint(FLAGS.output_dir):
+            _initialise(model, FLAGS.init_checkpoint)
+    dataset = strategy.distribute_datasets_from_function(
+        lambda context: _dataset(True, context.get_per_replica_batch_size(
+            FLAGS.train_batch_size // FLAGS.gradient_accumulation_steps), context))
+    trainer = Trainer(strategy, model, optimizer, _loss_fn, TrainingConfig(
+        num_train_steps=FLAGS.num_train_steps, output_dir=FLAGS.output_dir,
+        save_checkpoints_steps=FLAGS.save_checkpoints_steps, log_steps=FLAGS.log_steps,
+        gradient_accumulation_steps=FLAGS.gradient_accumulation_steps, jit_compile=FLAGS.use_xla),
+        metric_fn=_accuracy)
+    trainer.train(dataset, FLAGS.train_batch_size)
+    if common_flags.is_chief(strategy):
+        save_tf1_checkpoint(model, os.path.join(FLAGS.output_dir, "bert_model.ckpt"),
+                            global_step=int(optimizer.iterations.numpy()))
+        config.to_json_file(os.path.join(FLAGS.output_dir, "bert_config.json"))
+    return model
+
+
+def _accuracy(outputs, batch):
+    value, weight = pretraining_metric_sums(outputs, batch)["masked_lm_accuracy"]
+    return {"masked_lm_accuracy": value / tf.maximum(weight, 1.0)}
+
+
+def _evaluate(model: BertPretrainer, global_step: int):
+    results = evaluate(
+        model, _dataset(False, FLAGS.eval_batch_size), pretraining_metric_sums,
+        lambda outputs, batch: pretraining_losses(
+            outputs, batch, use_next_sentence_label=FLAGS.use_next_sentence_label)["loss"],
+        max_steps=FLAGS.max_eval_steps)
+    results["global_step"] = global_step
+    path = os.path.join(FLAGS.output_dir, "eval_results.txt")
+    write_eval_results(path, results)
+    for key in sorted(results):
+        logging.info("eval: %s = %s", key, results[key])
+
+
+def main(_):
+    config = BertConfig.from_json_file(FLAGS.bert_config_file)
+    _check_flags(config)
+    tf.io.gfile.makedirs(FLAGS.output_dir)
+    strategy = common_flags.setup_from_flags()
+    common_flags.check_batch_size("train_batch_size", FLAGS.train_batch_size, strategy)
+    model = _train(strategy, config) if FLAGS.do_train else None
+    if FLAGS.do_eval:
+        if model is None:
+            model = BertPretrainer(config)
+            _initialise(model, FLAGS.init_checkpoint or FLAGS.output_dir)
+        step = common_flags.checkpoint_step(FLAGS.init_checkpoint or FLAGS.output_dir) \
+            if not FLAGS.do_train else FLAGS.num_train_steps
+        _evaluate(model, step)
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,59 @@
+"""Training checkpoints for exact resumption: model, optimizer, step and input position together.
+
+Checkpoints are TF2 object-based (`ckpt-N` in the output folder) with the model under the key `model`,
+so they are also readable as this project's model checkpoints. On restart the newest readable one is
+restored; a corrupt or partial newest checkpoint is reported and the previous one used.
+"""
+from __future__ import annotations
+
+import glob
+import os
+
+from absl import logging
+import tensorflow as tf
+
+
+class TrainingCheckpoints:
+    """Saves and restores `{model, optimizer, iterator, ...}` in `directory`, keeping `max_to_keep`.
+
+    Args:
+        directory: the run's output folder.
+        max_to_keep: how many recent checkpoints to keep.
+        **objects: what to save: `model`, `optimizer`, and the input `iterator` when it supports
+            checkpointing.
+    """
+
+    def __init__(self, directory: str, max_to_keep: int = 3, **objects):
+        self.checkpoint = tf.train.Checkpoint(**objects)
+        self.manager = tf.train.CheckpointManager(self.checkpoint, directory,
+                                                  max_to_keep=max_to_keep)
+        self.directory = directory
+
+    def save(self, step: int) -> str:
+        """Writes `ckpt-<step>`; the state file is updated only after the files are complete."""
+        return self.manager.save(checkpoint_number=step)
+
+    def restore_latest(self) -> str | None:
+        """Restores the newest readable checkpoint; returns its path, or None when there is none."""
+        candidates = sorted(self._candidates(), key=_checkpoint_number, reverse=True)
+        for path in candidates:
+            try:
+                self.checkpoint.restore(path).assert_existing_objects_matched()
+                logging.info("resumed from %s", path)
+                return path
+            except (tf.errors.OpError, ValueError, AssertionError) as error:
+                logging.warning("checkpoint %s is unreadable (%s); trying the previous one",
+                                path, str(error).splitlines()[0][:200])
+        return None
+
+    def _candidates(self) -> list[str]:
+        listed = set(self.manager.checkpoints)
+        found = {p[:-len(".index")] for p in glob.glob(os.path.join(self.directory, "ckpt-*.index"))}
+        return list(listed | found)
+
+
+def _checkpoint_number(path: str) -> int:
+    try:
+        return int(path.rsplit("-", 1)[1])
+    except (IndexError, ValueError):
+        return -1

@@ -1,0 +1,153 @@
+"""The training loop: distributed steps, gradient accumulation, logging, checkpoints, resumption.
+
+Task code supplies a model and a loss function; this module runs them on a `tf.distribute` strategy.
+The loss function returns per-replica losses normalised by global counts (see `modeling.losses`), so
+that the replicas' gradients, summed by the strategy, are the gradients of the global batch.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from typing import Callable
+
+from absl import logging
+import keras
+import numpy as np
+import tensorflow as tf
+
+from training.checkpointing import TrainingCheckpoints
+
+# loss_fn(model_outputs, batch, normaliser) -> dict of float32 scalars with a "loss" key.
+LossFn = Callable[[dict, dict, "Normaliser"], dict]
+
+
+class Normaliser:
+    """Global counts for a replica's share of a loss: sums over replicas and micro-batches."""
+
+    def __init__(self, micro_batches: int):
+        self.micro_batches = micro_batches
+
+    def global_sum(self, value: tf.Tensor) -> tf.Tensor:
+        """The sum of `value` over all replicas, times the number of accumulated micro-batches."""
+        value = tf.cast(value, tf.float32)
+        context = tf.distribute.get_replica_context()
+        if context is not None and context.num_replicas_in_sync > 1:
+            value = context.all_reduce(tf.distribute.ReduceOp.SUM, value)
+        return value * self.micro_batches
+
+    def global_batch_size(self, batch: dict) -> tf.Tensor:
+        return self.global_sum(tf.shape(next(iter(batch.values())))[0])
+
+
+class NonFiniteLossError(RuntimeError):
+    """The loss became NaN or infinite; no checkpoint was written after it."""
+
+
+@dataclasses.dataclass
+class TrainingConfig:
+    num_train_steps: int
+    output_dir: str
+    save_checkpoints_steps: int = 1000
+    log_steps: int = 100
+    gradient_accumulation_steps: int = 1
+    keep_checkpoints: int = 3
+    # Compile the forward and backward pass with XLA (the optimizer update stays outside).
+    jit_compile: bool = False
+
+
+class Trainer:
+    """Trains `model` with `optimizer` on `loss_fn` under `strategy` (all built in its scope)."""
+
+    def __init__(self, strategy: tf.distribute.Strategy, model: keras.Model,
+                 optimizer: keras.optimizers.Optimizer, loss_fn: LossFn, config: TrainingConfig,
+                 metric_fn: Callable[[dict, dict], dict] | None = None):
+        self.strategy = strategy
+        self.model = model
+        self.optimizer = optimizer
+        self.loss_fn = loss_fn
+        self.metric_fn = metric_fn
+        self.config = config
+
+    def _gradients(self, batch, normaliser):
+        variables = self.model.trainable_variables
+        with tf.GradientTape() as tape:
+            outputs = self.model(batch, training=True)
+            logs = self.loss_fn(outputs, batch, normaliser)
+            loss = logs["loss"]
+            if isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
+                loss = self.optimizer.scale_loss(loss)
+        if self.metric_fn is not None:
+            logs = {**logs, **self.metric_fn(outputs, batch)}
+        return tape.gradient(loss, variables), logs
+
+    def _replica_step(self, micro_batches):
+        normaliser = Normaliser(len(micro_batches))
+        gradients_fn = tf.function(self._gradients, jit_compile=True) \
+            if self.config.jit_compile else self._gradients
+        gradients, logs = None, {}
+        for batch in micro_batches:
+            grads, batch_logs = gradients_fn(batch, normaliser)
+            gradients = grads if gradients is None else [a + b for a, b in zip(gradients, grads)]
+            for key, value in batch_logs.items():
+                # Losses are already normalised by global counts; metrics are averaged.
+                share = 1.0 if key.endswith("loss") else 1.0 / len(micro_batches)
+                logs[key] = logs.get(key, 0.0) + value * share
+        self.optimizer.apply(gradients, self.model.trainable_variables)
+        return logs
+
+    def _make_step(self):
+        accumulation = self.config.gradient_accumulation_steps
+
+        @tf.function
+        def step(iterator):
+            micro_batches = [next(iterator) for _ in range(accumulation)]
+            logs = self.strategy.run(self._replica_step, args=(micro_batches,))
+            return {k: self.strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None)
+                    if k.endswith("loss") else
+                    self.strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
+                    for k, v in logs.items()}
+        return step
+
+    def train(self, dataset: tf.distribute.DistributedDataset | tf.data.Dataset,
+              examples_per_step: int) -> dict:
+        """Runs (or resumes) training to `num_train_steps`; returns the last step's logs."""
+        iterator = iter(dataset)
+        checkpoints = TrainingCheckpoints(self.config.output_dir, self.config.keep_checkpoints,
+                                          model=self.model, optimizer=self.optimizer,
+                                          iterator=iterator)
+        checkpoints.restore_latest()
+        step_fn = self._make_step()
+        writer = tf.summary.create_file_writer(f"{self.config.output_dir}/train")
+        step = int(self.optimizer.iterations.numpy())
+        logs, start, start_step = {}, time.monotonic(), step
+        while step < self.config.num_train_steps:
+            logs = {k: float(v) for k, v in step_fn(iterator).items()}
+            step = int(self.optimizer.iterations.numpy())
+            if not math.isfinite(logs["loss"]) and not isinstance(
+                    self.optimizer, keras.optimizers.LossScaleOptimizer):
+                raise NonFiniteLossError(
+                    f"loss is {logs['loss']} at step {step}; the last good checkpoint in "
+                    f"{self.config.output_dir} is left as it was")
+            if step % self.config.log_steps == 0 or step == self.config.num_train_steps:
+                rate = (step - start_step) * examples_per_step / (time.monotonic() - start)
+                self._log(writer, step, logs, rate)
+            if step % self.config.save_checkpoints_steps == 0 or \
+                    step == self.config.num_train_steps:
+                checkpoints.save(step)
+        return logs
+
+    def _log(self, writer, step, logs, examples_per_second):
+        learning_rate = float(self.optimizer.learning_rate.numpy()) \
+            if hasattr(self.optimizer.learning_rate, "numpy") else float("nan")
+        shown = ", ".join(f"{k} = {v:.4f}" for k, v in sorted(logs.items()))
+        remaining = self.config.num_train_steps - step
+        logging.info("step %d/%d: %s, learning_rate = %.3g, %.1f examples/s", step,
+                     self.config.num_train_steps, shown, learning_rate, examples_per_second)
+        del remaining
+        with writer.as_default(step=step):
+            for key, value in logs.items():
+                tf.summary.scalar(key, value)
+            tf.summary.scalar("learning_rate", learning_rate)
+            tf.summary.scalar("examples_per_second", examples_per_second)
+        writer.flush()
