@@ -95,7 +95,8 @@ def _train(strategy, config: BertConfig) -> BertPretrainer:
     trainer.train(dataset, FLAGS.train_batch_size)
     if common_flags.is_chief(strategy):
         save_tf1_checkpoint(model, os.path.join(FLAGS.output_dir, "bert_model.ckpt"),
-                            global_step=int(optimizer.iterations.numpy()))
+                            global_step=int(optimizer.iterations.numpy()),
+                            update_state_file=False)
         config.to_json_file(os.path.join(FLAGS.output_dir, "bert_config.json"))
     return model
 

@@ -95,12 +95,14 @@ def _check_vocab_size(mapping, values, path):
 
 
 def save_tf1_checkpoint(model: keras.Model, prefix: str, global_step: int | None = None,
-                        extra: dict[str, np.ndarray] | None = None) -> str:
+                        extra: dict[str, np.ndarray] | None = None,
+                        update_state_file: bool = True) -> str:
     """Writes the model in the original format (names, shapes and dtypes of the original code).
 
     The data file is written under a temporary prefix and renamed into place before the index, so an
-    interrupted write never leaves a checkpoint that looks complete. A `checkpoint` state file names
-    it, so that `tf.train.latest_checkpoint(folder)` finds it.
+    interrupted write never leaves a checkpoint that looks complete. Unless `update_state_file` is
+    False (a training folder whose `checkpoint` file lists the resumable checkpoints), a `checkpoint`
+    state file names it, so that `tf.train.latest_checkpoint(folder)` finds it.
 
     Args:
         model: a built model.
@@ -125,7 +127,8 @@ def save_tf1_checkpoint(model: keras.Model, prefix: str, global_step: int | None
     for data_file in data_files:
         tf.io.gfile.rename(data_file, prefix + data_file[len(temp_prefix):], overwrite=True)
     tf.io.gfile.rename(temp_prefix + ".index", prefix + ".index", overwrite=True)
-    _write_state_file(folder, os.path.basename(prefix))
+    if update_state_file:
+        _write_state_file(folder, os.path.basename(prefix))
     return prefix
 
 

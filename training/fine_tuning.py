@@ -1,0 +1,95 @@
+"""What every fine-tuning script shares: in-memory datasets, training by epochs, batched prediction,
+initialising the encoder from a checkpoint, and writing the fine-tuned model in both formats.
+"""
+from __future__ import annotations
+
+import math
+import os
+from typing import Callable
+
+from absl import logging
+import keras
+import numpy as np
+import tensorflow as tf
+
+from modeling.checkpoints import load_checkpoint
+from modeling.tf1_checkpoint import save_tf1_checkpoint
+from training.trainer import LossFn, Trainer, TrainingConfig
+
+
+def array_dataset(arrays: dict[str, np.ndarray], batch_size: int, is_training: bool,
+                  seed: int | None = None) -> tf.data.Dataset:
+    """Batches of a dict of equal-length arrays; shuffled and repeated for training.
+
+    Evaluation keeps every example, in order, with a smaller last batch.
+    """
+    dataset = tf.data.Dataset.from_tensor_slices(arrays)
+    if is_training:
+        dataset = dataset.shuffle(len(next(iter(arrays.values()))), seed=seed,
+                                  reshuffle_each_iteration=True).repeat()
+    return dataset.batch(batch_size, drop_remainder=is_training).prefetch(tf.data.AUTOTUNE)
+
+
+def train_steps(num_examples: int, batch_size: int, num_epochs: float) -> int:
+    """The original's step count: int(examples / batch * epochs), at least 1."""
+    return max(1, int(num_examples / batch_size * num_epochs))
+
+
+def initialise_encoder(model: keras.Model, init_checkpoint: str | None) -> None:
+    """Loads the encoder strictly from a pretrained checkpoint (its heads, if any, are unused)."""
+    if init_checkpoint:
+        found = load_checkpoint(model.encoder, init_checkpoint)
+        logging.info("encoder initialised from %s (%s)", init_checkpoint, found)
+    else:
+        logging.warning("no --init_checkpoint: the encoder starts from random values")
+
+
+def fit(strategy: tf.distribute.Strategy, model: keras.Model,
+        optimizer: keras.optimizers.Optimizer, loss_fn: LossFn, arrays: dict[str, np.ndarray],
+        batch_size: int, num_train_steps: int, output_dir: str, seed: int,
+        save_checkpoints_steps: int = 1000, jit_compile: bool = False,
+        gradient_accumulation_steps: int = 1) -> dict:
+    """Trains on in-memory features for `num_train_steps` global batches; resumable."""
+    micro_batch = batch_size // gradient_accumulation_steps
+    dataset = strategy.distribute_datasets_from_function(
+        lambda context: array_dataset(
+            arrays, context.get_per_replica_batch_size(micro_batch), True, seed).shard(
+                context.num_input_pipelines, context.input_pipeline_id))
+    config = TrainingConfig(
+        num_train_steps=num_train_steps, output_dir=output_dir,
+        save_checkpoints_steps=save_checkpoints_steps,
+        log_steps=max(1, min(100, num_train_steps // 10)),
+        gradient_accumulation_steps=gradient_accumulation_steps, jit_compile=jit_compile)
+    return Trainer(strategy, model, optimizer, loss_fn, config).train(dataset, batch_size)
+
+
+def predict(model: keras.Model, arrays: dict[str, np.ndarray], batch_size: int,
+            input_keys: tuple[str, ...] = ("input_ids", "input_mask", "segment_ids"),
+            output_fn: Callable[[dict], dict] | None = None) -> dict[str, np.ndarray]:
+    """Runs the model (training=False) over all examples in order; returns stacked outputs."""
+    inputs = {k: arrays[k] for k in input_keys}
+    run = tf.function(lambda batch: model(batch, training=False))
+    collected: dict[str, list[np.ndarray]] = {}
+    for batch in array_dataset(inputs, batch_size, is_training=False):
+        outputs = run(batch)
+        outputs = output_fn(outputs) if output_fn else outputs
+        for key, value in outputs.items():
+            if isinstance(value, tf.Tensor):
+                collected.setdefault(key, []).append(value.numpy())
+    return {key: np.concatenate(values) for key, values in collected.items()}
+
+
+def save_fine_tuned(model: keras.Model, output_dir: str, global_step: int) -> str:
+    """Writes `model.ckpt` in the original TF1 format and `bert_config.json` beside it.
+
+    The training checkpoints (`ckpt-N`, project format) stay beside them for resumption.
+    """
+    prefix = save_tf1_checkpoint(model, os.path.join(output_dir, "model.ckpt"),
+                                 global_step=global_step, update_state_file=False)
+    model.config.to_json_file(os.path.join(output_dir, "bert_config.json"))
+    logging.info("fine-tuned model written to %s (original format)", prefix)
+    return prefix
+
+
+def warmup_steps(num_train_steps: int, warmup_proportion: float) -> int:
+    return int(math.floor(num_train_steps * warmup_proportion))
