@@ -22,6 +22,7 @@ from data.squad_examples import load_squad_json
 
 def _parse_args(argv: Sequence[str] | None) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
     parser = argparse.ArgumentParser(
+        prog="evaluate_squad.py",
         description="Official SQuAD v1.1 / v2.0 evaluation of a predictions file.")
     parser.add_argument("data_file", metavar="DATA_FILE", help="SQuAD JSON with gold answers.")
     parser.add_argument("pred_file", metavar="PRED_FILE",
