@@ -178,7 +178,7 @@ _PUNCTUATION_TABLE = _TranslationCache(_space_punctuation)
 _ASCII_PUNCTUATION_RE = re.compile(r"[!-/:-@\[-`{-~]")
 
 
-def _strip_accents(text: str) -> str:
+def strip_accents(text: str) -> str:
     """Removes combining marks (category Mn) after canonical decomposition."""
     if text.isascii():
         return text
@@ -212,7 +212,7 @@ class BasicTokenizer:
                 output_tokens.append(token)
                 continue
             if self.do_lower_case:
-                token = _strip_accents(token.lower())
+                token = strip_accents(token.lower())
                 if not token:  # the word was only combining marks
                     continue
             if token.isascii():
