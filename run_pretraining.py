@@ -84,15 +84,15 @@ def _train(strategy, config: BertConfig) -> BertPretrainer:
             FLAGS.learning_rate, FLAGS.num_train_steps, FLAGS.num_warmup_steps)
         if FLAGS.init_checkpoint and not tf.train.latest_checkpoint(FLAGS.output_dir):
             _initialise(model, FLAGS.init_checkpoint)
-    dataset = strategy.distribute_datasets_from_function(
-        lambda context: _dataset(True, context.get_per_replica_batch_size(
-            FLAGS.train_batch_size // FLAGS.gradient_accumulation_steps), context))
+    micro_batch = FLAGS.train_batch_size // FLAGS.gradient_accumulation_steps
+    dataset_fn = lambda context: _dataset(  # noqa: E731
+        True, context.get_per_replica_batch_size(micro_batch), context)
     trainer = Trainer(strategy, model, optimizer, _loss_fn, TrainingConfig(
         num_train_steps=FLAGS.num_train_steps, output_dir=FLAGS.output_dir,
         save_checkpoints_steps=FLAGS.save_checkpoints_steps, log_steps=FLAGS.log_steps,
         gradient_accumulation_steps=FLAGS.gradient_accumulation_steps, jit_compile=FLAGS.use_xla),
         metric_fn=_accuracy)
-    trainer.train(dataset, FLAGS.train_batch_size)
+    trainer.train(dataset_fn, FLAGS.train_batch_size)
     if common_flags.is_chief(strategy):
         save_tf1_checkpoint(model, os.path.join(FLAGS.output_dir, "bert_model.ckpt"),
                             global_step=int(optimizer.iterations.numpy()),

@@ -17,17 +17,10 @@ from modeling.tf1_checkpoint import save_tf1_checkpoint
 from training.trainer import LossFn, Trainer, TrainingConfig
 
 
-def array_dataset(arrays: dict[str, np.ndarray], batch_size: int, is_training: bool,
-                  seed: int | None = None) -> tf.data.Dataset:
-    """Batches of a dict of equal-length arrays; shuffled and repeated for training.
-
-    Evaluation keeps every example, in order, with a smaller last batch.
-    """
+def array_dataset(arrays: dict[str, np.ndarray], batch_size: int) -> tf.data.Dataset:
+    """Batches of a dict of equal-length arrays, in order, the last batch smaller (evaluation)."""
     dataset = tf.data.Dataset.from_tensor_slices(arrays)
-    if is_training:
-        dataset = dataset.shuffle(len(next(iter(arrays.values()))), seed=seed,
-                                  reshuffle_each_iteration=True).repeat()
-    return dataset.batch(batch_size, drop_remainder=is_training).prefetch(tf.data.AUTOTUNE)
+    return dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE)
 
 
 def train_steps(num_examples: int, batch_size: int, num_epochs: float) -> int:
@@ -51,16 +44,21 @@ def fit(strategy: tf.distribute.Strategy, model: keras.Model,
         gradient_accumulation_steps: int = 1) -> dict:
     """Trains on in-memory features for `num_train_steps` global batches; resumable."""
     micro_batch = batch_size // gradient_accumulation_steps
-    dataset = strategy.distribute_datasets_from_function(
-        lambda context: array_dataset(
-            arrays, context.get_per_replica_batch_size(micro_batch), True, seed).shard(
-                context.num_input_pipelines, context.input_pipeline_id))
+
+    def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
+        # Shard before batching: each replica takes every n-th example of the same shuffle.
+        dataset = tf.data.Dataset.from_tensor_slices(arrays)
+        dataset = dataset.shuffle(len(next(iter(arrays.values()))), seed=seed).repeat()
+        dataset = dataset.shard(context.num_input_pipelines, context.input_pipeline_id)
+        return dataset.batch(context.get_per_replica_batch_size(micro_batch),
+                             drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+
     config = TrainingConfig(
         num_train_steps=num_train_steps, output_dir=output_dir,
         save_checkpoints_steps=save_checkpoints_steps,
         log_steps=max(1, min(100, num_train_steps // 10)),
         gradient_accumulation_steps=gradient_accumulation_steps, jit_compile=jit_compile)
-    return Trainer(strategy, model, optimizer, loss_fn, config).train(dataset, batch_size)
+    return Trainer(strategy, model, optimizer, loss_fn, config).train(dataset_fn, batch_size)
 
 
 def predict(model: keras.Model, arrays: dict[str, np.ndarray], batch_size: int,
@@ -70,7 +68,7 @@ def predict(model: keras.Model, arrays: dict[str, np.ndarray], batch_size: int,
     inputs = {k: arrays[k] for k in input_keys}
     run = tf.function(lambda batch: model(batch, training=False))
     collected: dict[str, list[np.ndarray]] = {}
-    for batch in array_dataset(inputs, batch_size, is_training=False):
+    for batch in array_dataset(inputs, batch_size):
         outputs = run(batch)
         outputs = output_fn(outputs) if output_fn else outputs
         for key, value in outputs.items():

@@ -109,17 +109,38 @@ class Trainer:
                     for k, v in logs.items()}
         return step
 
-    def train(self, dataset: tf.distribute.DistributedDataset | tf.data.Dataset,
+    def _iterator(self, dataset_fn):
+        """One device: a plain iterator, saved in checkpoints. Several: a distributed one."""
+        if self.strategy.num_replicas_in_sync == 1 and not _is_multi_worker(self.strategy):
+            with self.strategy.scope():
+                return iter(dataset_fn(tf.distribute.InputContext())), True
+        return iter(self.strategy.distribute_datasets_from_function(dataset_fn)), False
+
+    def train(self, dataset_fn: Callable[[tf.distribute.InputContext], tf.data.Dataset],
               examples_per_step: int) -> dict:
-        """Runs (or resumes) training to `num_train_steps`; returns the last step's logs."""
-        iterator = iter(dataset)
+        """Runs (or resumes) training to `num_train_steps`; returns the last step's logs.
+
+        Args:
+            dataset_fn: builds a replica's infinite, deterministic training dataset of
+                micro-batches for an input context.
+            examples_per_step: the global batch size (for the examples/s figure).
+        """
+        iterator, checkpointable = self._iterator(dataset_fn)
+        objects = dict(model=self.model, optimizer=self.optimizer)
+        if checkpointable:
+            objects["iterator"] = iterator
         checkpoints = TrainingCheckpoints(self.config.output_dir, self.config.keep_checkpoints,
-                                          model=self.model, optimizer=self.optimizer,
-                                          iterator=iterator)
+                                          **objects)
         checkpoints.restore_latest()
+        step = int(self.optimizer.iterations.numpy())
+        if step and not checkpointable:
+            # A distributed iterator cannot be saved: replay the deterministic input instead.
+            logging.info("skipping the %d batches consumed before step %d", step *
+                         self.config.gradient_accumulation_steps, step)
+            for _ in range(step * self.config.gradient_accumulation_steps):
+                next(iterator)
         step_fn = self._make_step()
         writer = tf.summary.create_file_writer(f"{self.config.output_dir}/train")
-        step = int(self.optimizer.iterations.numpy())
         logs, start, start_step = {}, time.monotonic(), step
         while step < self.config.num_train_steps:
             logs = {k: float(v) for k, v in step_fn(iterator).items()}
@@ -141,13 +162,15 @@ class Trainer:
         learning_rate = float(self.optimizer.learning_rate.numpy()) \
             if hasattr(self.optimizer.learning_rate, "numpy") else float("nan")
         shown = ", ".join(f"{k} = {v:.4f}" for k, v in sorted(logs.items()))
-        remaining = self.config.num_train_steps - step
         logging.info("step %d/%d: %s, learning_rate = %.3g, %.1f examples/s", step,
                      self.config.num_train_steps, shown, learning_rate, examples_per_second)
-        del remaining
         with writer.as_default(step=step):
             for key, value in logs.items():
                 tf.summary.scalar(key, value)
             tf.summary.scalar("learning_rate", learning_rate)
             tf.summary.scalar("examples_per_second", examples_per_second)
         writer.flush()
+
+
+def _is_multi_worker(strategy: tf.distribute.Strategy) -> bool:
+    return strategy.extended._in_multi_worker_mode()  # pylint: disable=protected-access
