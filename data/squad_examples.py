@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 import os
 from typing import Any
+
+from absl import logging
 
 from data import tokenization
 

@@ -1,4 +1,4 @@
-"""`SquadExample`s -> fixed-length model inputs, exactly as the original `convert_examples_to_features`.
+"""`SquadExample`s -> fixed-length model inputs, as the original `convert_examples_to_features`.
 
 Each example becomes one feature per document window:
 `[CLS] query [SEP] window of the WordPiece-tokenized context [SEP]`, zero-padded to
@@ -14,6 +14,7 @@ from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
+from data import tfrecord_schema as schema
 from data.squad_examples import SquadExample
 from data.tokenization import FullTokenizer
 
@@ -217,18 +218,18 @@ def features_to_arrays(features: Sequence[SquadFeatures],
       ValueError: training features without positions.
     """
     arrays = {
-        "unique_ids": np.array([f.unique_id for f in features], dtype=np.int32),
-        "input_ids": np.array([f.input_ids for f in features], dtype=np.int32),
-        "input_mask": np.array([f.input_mask for f in features], dtype=np.int32),
-        "segment_ids": np.array([f.segment_ids for f in features], dtype=np.int32),
+        schema.UNIQUE_IDS: np.array([f.unique_id for f in features], dtype=np.int32),
+        schema.INPUT_IDS: np.array([f.input_ids for f in features], dtype=np.int32),
+        schema.INPUT_MASK: np.array([f.input_mask for f in features], dtype=np.int32),
+        schema.SEGMENT_IDS: np.array([f.segment_ids for f in features], dtype=np.int32),
     }
     if is_training:
         missing = [f.unique_id for f in features if f.start_position is None]
         if missing:
             raise ValueError(f"features {missing[:5]} have no start/end positions; they were "
                              "not converted with is_training=True")
-        arrays["start_positions"] = np.array([f.start_position for f in features],
-                                             dtype=np.int32)
-        arrays["end_positions"] = np.array([f.end_position for f in features],
-                                           dtype=np.int32)
+        arrays[schema.START_POSITIONS] = np.array([f.start_position for f in features],
+                                                  dtype=np.int32)
+        arrays[schema.END_POSITIONS] = np.array([f.end_position for f in features],
+                                                dtype=np.int32)
     return arrays

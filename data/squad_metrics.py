@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import collections
 import json
-import logging
 import os
 import re
 import string
 from typing import Any, Iterator
 
-from data.squad_predictions import write_json_atomic
+from absl import logging
+
+from data.output_files import write_text_atomically
 
 VERSION_1 = "1.1"
 VERSION_2 = "2.0"
@@ -140,16 +141,10 @@ def evaluate_v2(dataset: list[Any], predictions: dict[str, str],
     qid_to_has_ans = {qid: bool(answers) for qid, answers in iter_questions(dataset)}
     if not qid_to_has_ans:
         raise ValueError("the dataset has no questions")
-    missing = [qid for qid in qid_to_has_ans if qid not in predictions]
-    if missing:
-        raise ValueError(f"{len(missing)} questions have no prediction, e.g. "
-                         f"{', '.join(missing[:5])}")
+    _check_complete(qid_to_has_ans, predictions, "prediction")
     exact_raw, f1_raw = _raw_scores_v2(dataset, predictions)
     thresholds = na_probs if na_probs is not None else {qid: 0.0 for qid in predictions}
-    missing = [qid for qid in exact_raw if qid not in thresholds]
-    if missing:
-        raise ValueError(f"{len(missing)} questions have no no-answer score, e.g. "
-                         f"{', '.join(missing[:5])}")
+    _check_complete(exact_raw, thresholds, "no-answer score")
     exact_thresh = _apply_no_answer_threshold(exact_raw, thresholds, qid_to_has_ans,
                                               na_prob_thresh)
     f1_thresh = _apply_no_answer_threshold(f1_raw, thresholds, qid_to_has_ans, na_prob_thresh)
@@ -165,6 +160,14 @@ def evaluate_v2(dataset: list[Any], predictions: dict[str, str],
             out_eval[f"best_{name}"] = best
             out_eval[f"best_{name}_thresh"] = thresh
     return out_eval
+
+
+def _check_complete(qids: dict[str, Any], values: dict[str, Any], what: str) -> None:
+    """Raises ValueError naming the questions of `qids` that `values` lacks."""
+    missing = [qid for qid in qids if qid not in values]
+    if missing:
+        raise ValueError(f"{len(missing)} questions have no {what}, e.g. "
+                         f"{', '.join(missing[:5])}")
 
 
 def _raw_scores_v2(dataset: list[Any], predictions: dict[str, str]
@@ -251,13 +254,9 @@ def evaluate(dataset_json: dict[str, Any], predictions: dict[str, str],
 
 def format_eval_results(results: dict[str, Any]) -> str:
     """The text the official script prints: one line for v1.1, indented JSON for v2.0."""
-    return json.dumps(results, indent=_indent(results))
+    return json.dumps(results, indent=None if "exact_match" in results else 2)
 
 
 def write_eval_results(path: str | os.PathLike, results: dict[str, Any]) -> None:
     """Writes `format_eval_results(results)` and a newline to `path` atomically."""
-    write_json_atomic(path, results, indent=_indent(results))
-
-
-def _indent(results: dict[str, Any]) -> int | None:
-    return None if "exact_match" in results else 2
+    write_text_atomically(path, format_eval_results(results) + "\n")

@@ -16,11 +16,11 @@ import dataclasses
 import json
 import math
 import os
-import tempfile
 from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from data.output_files import write_text_atomically
 from data.squad_examples import SquadExample
 from data.squad_features import SquadFeatures
 from data.tokenization import BasicTokenizer
@@ -264,28 +264,12 @@ def write_predictions(predictions: SquadPredictions, output_prediction_file: str
                       output_null_log_odds_file: str | os.PathLike | None = None) -> None:
     """Writes predictions.json, nbest_predictions.json and (if given) null_odds.json.
 
-    The format is the original's: `json.dumps(..., indent=4)` plus a newline.
+    The format is the original's: `json.dumps(..., indent=4)` plus a newline. Each file is
+    written atomically.
     """
-    write_json_atomic(output_prediction_file, predictions.predictions, indent=4)
-    write_json_atomic(output_nbest_file, predictions.nbest, indent=4)
+    outputs = [(output_prediction_file, predictions.predictions),
+               (output_nbest_file, predictions.nbest)]
     if output_null_log_odds_file is not None:
-        write_json_atomic(output_null_log_odds_file, predictions.null_odds, indent=4)
-
-
-def write_json_atomic(path: str | os.PathLike, value: Any, indent: int | None = None) -> None:
-    """Writes `json.dumps(value, indent=indent)` and a newline to `path` all at once.
-
-    The text goes to a temporary file in the same folder, renamed over `path` when complete,
-    so readers never see a partial file.
-    """
-    text = json.dumps(value, indent=indent) + "\n"
-    folder = os.path.dirname(os.path.abspath(path))
-    handle, temp_path = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".json")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as writer:
-            writer.write(text)
-        os.replace(temp_path, path)
-    except BaseException:
-        if os.path.exists(temp_path):
-            os.remove(temp_path)
-        raise
+        outputs.append((output_null_log_odds_file, predictions.null_odds))
+    for path, value in outputs:
+        write_text_atomically(path, json.dumps(value, indent=4) + "\n")

@@ -35,7 +35,8 @@ def test_predictions_match_original(fixtures_dir, tokenizer, tmp_path, name, inp
     null_odds_file = tmp_path / "null_odds.json" if version_2 else None
     write_predictions(predictions, tmp_path / "predictions.json",
                       tmp_path / "nbest_predictions.json", null_odds_file)
-    golden_dir = squad_dir / "predictions" / f"{name}_random_v2flag_{str(version_2).lower()}_thr_0.0"
+    flag = str(version_2).lower()
+    golden_dir = squad_dir / "predictions" / f"{name}_random_v2flag_{flag}_thr_0.0"
     # Texts exact, in the original's file format.
     assert ((tmp_path / "predictions.json").read_bytes()
             == (golden_dir / "predictions.json").read_bytes())
