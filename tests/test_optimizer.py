@@ -1,0 +1,257 @@
+"""Tests of training/optimizer.py against the original optimizer's trajectory and hand-computed steps."""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from modeling import checkpoint_names
+from training.optimizer import (DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY, AdamWeightDecay, Lamb,
+                                create_optimizer)
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
+# float32 round-off allowance: eager and tf.function match the original bit for bit, XLA may fuse.
+TOLERANCE = dict(rtol=1e-6, atol=1e-7)
+
+
+def load_golden(fixtures_dir: pathlib.Path):
+    """The original optimizer's trajectory: (npz arrays, json metadata, trained variable names)."""
+    folder = pathlib.Path(fixtures_dir) / "optimizer"
+    arrays = dict(np.load(folder / "optimizer_golden.npz"))
+    meta = json.loads((folder / "optimizer_golden.json").read_text())
+    names = [name for name, _, trainable in meta["variables_in_graph"] if trainable]
+    return arrays, meta, names
+
+
+def make_variable(path: str, value: np.ndarray) -> keras.Variable:
+    """A keras.Variable whose `path` is `path` (nested name scopes, one per `/`)."""
+    *scopes, name = path.split("/")
+    if not scopes:
+        return keras.Variable(value, name=name)
+    with keras.name_scope(scopes[0]):
+        return make_variable("/".join(scopes[1:] + [name]), value)
+
+
+def golden_variables(arrays, names):
+    return [make_variable(name, arrays[f"init/{name}"]) for name in names]
+
+
+def golden_grads(arrays, names, step, scale=1.0):
+    return [tf.constant(arrays[f"grad/{step}/{name}"] * np.float32(scale)) for name in names]
+
+
+def assert_matches_step(arrays, names, step, variables, slots):
+    for name, variable in zip(names, variables):
+        m, v = slots[name]
+        np.testing.assert_allclose(variable.numpy(), arrays[f"value/{step}/{name}"], **TOLERANCE,
+                                   err_msg=f"value/{step}/{name}")
+        np.testing.assert_allclose(m.numpy(), arrays[f"adam_m/{step}/{name}"], **TOLERANCE,
+                                   err_msg=f"adam_m/{step}/{name}")
+        np.testing.assert_allclose(v.numpy(), arrays[f"adam_v/{step}/{name}"], **TOLERANCE,
+                                   err_msg=f"adam_v/{step}/{name}")
+
+
+def original_optimizer(meta):
+    params = meta["params"]
+    return create_optimizer(params["init_lr"], params["num_train_steps"],
+                            params["num_warmup_steps"])
+
+
+@pytest.mark.parametrize("mode", ["eager", "function", "xla"])
+def test_reproduces_original_trajectory(fixtures_dir, mode):
+    arrays, meta, names = load_golden(fixtures_dir)
+    variables = golden_variables(arrays, names)
+    optimizer = original_optimizer(meta)
+
+    def apply(grads):
+        optimizer.apply(grads, variables)
+
+    if mode != "eager":
+        apply = tf.function(apply, jit_compile=(mode == "xla"))
+    for step in range(len(meta["steps"])):
+        # The update of step t uses the rate of step t (the fixture's `value/*` sequence).
+        np.testing.assert_allclose(float(optimizer.learning_rate), arrays["learning_rate"][step],
+                                   rtol=1e-7, atol=0, err_msg=f"learning rate of step {step}")
+        apply(golden_grads(arrays, names, step))
+        assert_matches_step(arrays, names, step, variables, optimizer.moment_slots())
+
+
+def test_weight_decay_rule_matches_original(fixtures_dir):
+    arrays, meta, names = load_golden(fixtures_dir)
+    optimizer = original_optimizer(meta)
+    optimizer.build(golden_variables(arrays, names))
+    assert optimizer.weight_decay_applied() == meta["weight_decay_applied"]
+    assert (list(meta["optimizer_kwargs_seen"]["exclude_from_weight_decay"])
+            == list(DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY))
+
+
+def test_weight_decay_rule_same_on_model_paths_and_original_names():
+    # The rule reads Keras paths; it must decide as the original did on the checkpoint names.
+    optimizer = AdamWeightDecay()
+    rows = checkpoint_names.ENCODER_TABLE + checkpoint_names.HEAD_TABLE
+    tf1_names = [tf1.format(i=0) for tf1, _ in rows]
+    keras_paths = [path.format(i=0) for _, path in rows]
+    optimizer.build([make_variable(name, np.ones(2, np.float32)) for name in tf1_names])
+    by_original_name = optimizer.weight_decay_applied()
+    optimizer = AdamWeightDecay()
+    optimizer.build([make_variable(path, np.ones(2, np.float32)) for path in keras_paths])
+    by_keras_path = optimizer.weight_decay_applied()
+    assert [by_original_name[n] for n in tf1_names] == [by_keras_path[p] for p in keras_paths]
+
+
+def test_loss_scale_wrapper_reproduces_trajectory_and_skips_nonfinite(fixtures_dir):
+    arrays, meta, names = load_golden(fixtures_dir)
+    variables = golden_variables(arrays, names)
+    optimizer = create_optimizer(1e-3, 10, 3, use_loss_scale=True)
+    assert isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+    apply = tf.function(lambda grads: optimizer.apply(grads, variables))
+    for step in range(len(meta["steps"])):
+        scale = float(optimizer.dynamic_scale) if optimizer.built else optimizer.initial_scale
+        apply(golden_grads(arrays, names, step, scale=scale))
+        assert_matches_step(arrays, names, step, variables, optimizer.inner_optimizer.moment_slots())
+        if step == 4:
+            # An overflowed step: skipped, the scale halves, no state moves.
+            scale = float(optimizer.dynamic_scale)
+            grads = golden_grads(arrays, names, step + 1, scale=scale)
+            grads[0] = grads[0] + np.inf
+            apply(grads)
+            assert float(optimizer.dynamic_scale) == scale / 2
+            assert int(optimizer.inner_optimizer.iterations) == step + 1
+            assert_matches_step(arrays, names, step, variables,
+                                optimizer.inner_optimizer.moment_slots())
+
+
+def _adam_weight_decay_step(w, m, v, g, lr, decay):
+    m = 0.9 * m + 0.1 * g
+    v = 0.999 * v + 0.001 * g * g
+    update = m / (np.sqrt(v) + 1e-6) + (0.01 * w if decay else 0.0)
+    return w - lr * update, m, v
+
+
+def test_without_clipping_takes_the_raw_gradient_and_sparse_equals_dense():
+    rng = np.random.default_rng(0)
+    kernel0, table0 = rng.normal(size=(3, 2)), rng.normal(size=(5, 2))
+    kernel_grad, rows_grad = 10 * rng.normal(size=(3, 2)), rng.normal(size=(2, 2))
+    with keras.name_scope("layer"):
+        kernel = keras.Variable(kernel0.astype(np.float32), name="kernel")
+    with keras.name_scope("embeddings"):
+        table = keras.Variable(table0.astype(np.float32), name="word_embeddings")
+    optimizer = AdamWeightDecay(learning_rate=0.1, clip_norm=None)
+    sparse = tf.IndexedSlices(tf.constant(rows_grad, tf.float32), tf.constant([3, 1]), [5, 2])
+    optimizer.apply([tf.constant(kernel_grad, tf.float32), sparse], [kernel, table])
+
+    dense_table_grad = np.zeros((5, 2))
+    dense_table_grad[[3, 1]] = rows_grad
+    zeros = np.zeros((3, 2))
+    expected_kernel = _adam_weight_decay_step(kernel0, zeros, zeros, kernel_grad, 0.1, True)[0]
+    zeros = np.zeros((5, 2))
+    expected_table = _adam_weight_decay_step(table0, zeros, zeros, dense_table_grad, 0.1, True)[0]
+    np.testing.assert_allclose(kernel.numpy(), expected_kernel, rtol=1e-5)
+    np.testing.assert_allclose(table.numpy(), expected_table, rtol=1e-5)
+
+
+def _lamb_reference(values, grads_per_step, lrs, excluded, clip_norm=1.0):
+    """LAMB in float64 numpy (You et al. 2019, Algorithm 2, phi = identity)."""
+    values = [w.astype(np.float64) for w in values]
+    ms = [np.zeros_like(w) for w in values]
+    vs = [np.zeros_like(w) for w in values]
+    for t, (grads, lr) in enumerate(zip(grads_per_step, lrs), start=1):
+        norm = np.sqrt(sum(np.sum(g.astype(np.float64) ** 2) for g in grads))
+        grads = [g * clip_norm / max(norm, clip_norm) for g in grads]
+        for i, g in enumerate(grads):
+            ms[i] = 0.9 * ms[i] + 0.1 * g
+            vs[i] = 0.999 * vs[i] + 0.001 * g * g
+            update = (ms[i] / (1 - 0.9 ** t)) / (np.sqrt(vs[i] / (1 - 0.999 ** t)) + 1e-6)
+            ratio = 1.0
+            if not excluded[i]:
+                update = update + 0.01 * values[i]
+                w_norm, u_norm = np.linalg.norm(values[i]), np.linalg.norm(update)
+                ratio = w_norm / u_norm if w_norm > 0 and u_norm > 0 else 1.0
+            values[i] = values[i] - lr * ratio * update
+    return values
+
+
+def test_lamb_matches_hand_computed_steps():
+    rng = np.random.default_rng(1)
+    paths = ["layer_0/attention/query/kernel", "layer_0/attention/query/bias",
+             "layer_0/output_layer_norm/gamma", "classifier/output_weights"]
+    shapes = [(4, 3), (3,), (3,), (2, 3)]
+    init = [rng.normal(size=s).astype(np.float32) for s in shapes]
+    init[3] = np.zeros((2, 3), np.float32)  # ||w|| = 0: trust ratio 1 on the first step.
+    grads = [[(rng.normal(size=s) * (5.0 if t == 1 else 0.1)).astype(np.float32) for s in shapes]
+             for t in range(3)]
+    variables = [make_variable(p, w) for p, w in zip(paths, init)]
+    optimizer = create_optimizer(0.01, 10, 2, optimizer_type="lamb")
+    assert isinstance(optimizer, Lamb)
+    lrs = []
+    step = tf.function(lambda g: optimizer.apply(g, variables), jit_compile=True)
+    for t in range(3):
+        lrs.append(float(optimizer.learning_rate))
+        step([tf.constant(g) for g in grads[t]])
+    assert lrs == pytest.approx([0.0, 0.005, 0.01 * (1 - 2 / 10)], rel=1e-6)
+    expected = _lamb_reference(init, grads, lrs, excluded=[False, True, True, False])
+    for variable, want in zip(variables, expected):
+        np.testing.assert_allclose(variable.numpy(), want, rtol=2e-5, atol=1e-7)
+    assert optimizer.weight_decay_applied() == dict(zip(paths, [True, False, False, True]))
+
+
+def test_config_round_trip():
+    optimizer = create_optimizer(2e-5, 100, 10, optimizer_type="lamb", weight_decay_rate=0.02,
+                                 clip_norm=None, exclude_from_weight_decay=["bias"])
+    restored = keras.optimizers.deserialize(keras.optimizers.serialize(optimizer))
+    assert isinstance(restored, Lamb)
+    assert restored.get_config() == optimizer.get_config()
+    assert float(restored.learning_rate) == float(optimizer.learning_rate) == 0.0
+
+
+def test_bad_arguments_name_the_value_and_the_choices():
+    with pytest.raises(ValueError, match=r"optimizer_type='adam'.*\('adamw', 'lamb'\)"):
+        create_optimizer(1e-4, 10, 1, optimizer_type="adam")
+    with pytest.raises(ValueError, match="global_clipnorm.*clip_norm"):
+        AdamWeightDecay(global_clipnorm=1.0)
+    with pytest.raises(ValueError, match="clip_norm=0"):
+        AdamWeightDecay(clip_norm=0)
+
+
+def mirrored_trajectory_check(fixtures_dir: str) -> None:
+    """Two replicas each given half of every gradient reproduce the one-device trajectory.
+
+    Runs in a fresh process: the two logical CPUs must be declared before TF initialises.
+    """
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    arrays, meta, names = load_golden(fixtures_dir)
+    for use_loss_scale in (False, True):
+        with strategy.scope():
+            variables = golden_variables(arrays, names)
+            optimizer = create_optimizer(1e-3, 10, 3, use_loss_scale=use_loss_scale)
+            optimizer.build(variables)
+        inner = optimizer.inner_optimizer if use_loss_scale else optimizer
+
+        @tf.function
+        def train_step(grads):
+            strategy.run(lambda g: optimizer.apply(g, variables), args=(grads,))
+
+        for step in range(len(meta["steps"])):
+            scale = float(optimizer.dynamic_scale.numpy()) if use_loss_scale else 1.0
+            halves = golden_grads(arrays, names, step, scale=scale / 2)
+            train_step(strategy.experimental_distribute_values_from_function(lambda _: halves))
+            assert_matches_step(arrays, names, step, variables, inner.moment_slots())
+        for variable in variables:
+            replicas = strategy.experimental_local_results(variable.value)
+            np.testing.assert_array_equal(replicas[0].numpy(), replicas[1].numpy())
+
+
+def test_mirrored_strategy_two_replicas_match_one_device(fixtures_dir):
+    code = ("import sys; sys.path[:0] = [sys.argv[1], sys.argv[1] + '/tests']; "
+            "import test_optimizer; test_optimizer.mirrored_trajectory_check(sys.argv[2])")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    result = subprocess.run([sys.executable, "-c", code, str(REPO_ROOT), str(fixtures_dir)],
+                            cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]

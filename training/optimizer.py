@@ -1,0 +1,205 @@
+"""The original BERT optimizer (AdamWeightDecay) and LAMB, as Keras 3 optimizers.
+
+Both clip the gradients to a global norm before the update, exclude variables whose path matches
+one of `exclude_from_weight_decay` (`re.search`, as the original) from weight decay, and keep two
+slots per variable (`adam_m`, `adam_v`) that `moment_slots()` returns by variable path, so that a
+checkpoint writer can name them `<var>/adam_m` and `<var>/adam_v` as the original does.
+
+Clipping acts on the gradient the update uses: under a `tf.distribute` strategy the per-replica
+gradients are summed across replicas first, then clipped, so N replicas that each pass a share of
+the gradient take the same step as one device given the whole gradient.
+"""
+import re
+from typing import Any, Sequence
+
+import keras
+import tensorflow as tf
+
+from training.schedule import WarmupLinearDecay
+
+# The original `exclude_from_weight_decay` of run_pretraining.py / run_classifier.py.
+DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
+OPTIMIZER_TYPES = ("adamw", "lamb")
+# Keras clipping and weight-decay options that would act a second time on top of this file's own.
+_CONFLICTING_KERAS_OPTIONS = ("weight_decay", "clipnorm", "clipvalue", "global_clipnorm")
+
+
+class _MomentOptimizer(keras.optimizers.Optimizer):
+    """What AdamWeightDecay and LAMB share: moments, clipping, weight-decay exclusion."""
+
+    def __init__(self, learning_rate, weight_decay_rate: float, beta_1: float, beta_2: float,
+                 epsilon: float, exclude_from_weight_decay: Sequence[str] | None,
+                 clip_norm: float | None, name: str, **kwargs):
+        for option in _CONFLICTING_KERAS_OPTIONS:
+            if kwargs.pop(option, None) is not None:
+                raise ValueError(f"{option} is not supported by {type(self).__name__}; use "
+                                 "weight_decay_rate and clip_norm instead")
+        super().__init__(learning_rate=learning_rate, name=name, **kwargs)
+        if clip_norm is not None and clip_norm <= 0:
+            raise ValueError(f"clip_norm must be positive or None, got clip_norm={clip_norm}")
+        self.weight_decay_rate = float(weight_decay_rate)
+        self.beta_1 = float(beta_1)
+        self.beta_2 = float(beta_2)
+        self.epsilon = float(epsilon)
+        self.exclude_from_weight_decay = tuple(exclude_from_weight_decay or ())
+        self.clip_norm = None if clip_norm is None else float(clip_norm)
+
+    def build(self, var_list: list[keras.Variable]) -> None:
+        if self.built:
+            return
+        super().build(var_list)
+        self._adam_m, self._adam_v = self.add_optimizer_variables(var_list, ["adam_m", "adam_v"])
+        self._paths = [variable.path for variable in var_list]
+        self._excluded = [
+            any(re.search(pattern, path) for pattern in self.exclude_from_weight_decay)
+            for path in self._paths]
+
+    def _do_use_weight_decay(self, index: int) -> bool:
+        """The original rule: decay unless the rate is 0 or a pattern matches the variable name."""
+        return bool(self.weight_decay_rate) and not self._excluded[index]
+
+    def moment_slots(self) -> dict[str, tuple[keras.Variable, keras.Variable]]:
+        """{variable path: (adam_m, adam_v)}, the slot variables themselves (readable, assignable)."""
+        if not self.built:
+            raise ValueError(f"{self.name} has no slots before it is built; call build(variables) "
+                             "or apply gradients first")
+        return {path: (m, v) for path, m, v in zip(self._paths, self._adam_m, self._adam_v)}
+
+    def weight_decay_applied(self) -> dict[str, bool]:
+        """{variable path: whether the update adds weight decay}."""
+        if not self.built:
+            raise ValueError(f"{self.name} is not built yet; call build(variables) first")
+        return {path: self._do_use_weight_decay(i) for i, path in enumerate(self._paths)}
+
+    def _backend_update_step(self, grads, trainable_variables, learning_rate):
+        # Keras's TF backend sums the gradients across replicas here and then updates each
+        # variable; clipping goes between the two, on the summed gradient.
+        variables = [v.value if isinstance(v, keras.Variable) else v for v in trainable_variables]
+        grads_and_vars = self._all_reduce_sum_gradients(list(zip(grads, variables)))
+        grads = [grad for grad, _ in grads_and_vars]
+        if self.clip_norm is not None:
+            grads, _ = tf.clip_by_global_norm(grads, self.clip_norm)
+        tf.__internal__.distribute.interim.maybe_merge_call(
+            self._distributed_tf_update_step, self._distribution_strategy,
+            list(zip(grads, variables)), learning_rate)
+
+    def _moments(self, gradient, variable, index: int):
+        """Updates the slots m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2; returns them too."""
+        m, v = self._adam_m[index], self._adam_v[index]
+        # Sparse (embedding) gradients update every row, as in the original's dense arithmetic.
+        gradient = tf.cast(tf.convert_to_tensor(gradient), variable.dtype)
+        next_m = self.beta_1 * m + (1.0 - self.beta_1) * gradient
+        next_v = self.beta_2 * v + (1.0 - self.beta_2) * tf.square(gradient)
+        self.assign(m, next_m)
+        self.assign(v, next_v)
+        return next_m, next_v
+
+    def get_config(self) -> dict[str, Any]:
+        config = super().get_config()
+        for option in _CONFLICTING_KERAS_OPTIONS:
+            config.pop(option)
+        config.update({
+            "weight_decay_rate": self.weight_decay_rate,
+            "beta_1": self.beta_1,
+            "beta_2": self.beta_2,
+            "epsilon": self.epsilon,
+            "exclude_from_weight_decay": list(self.exclude_from_weight_decay),
+            "clip_norm": self.clip_norm,
+        })
+        return config
+
+
+@keras.saving.register_keras_serializable(package="bert")
+class AdamWeightDecay(_MomentOptimizer):
+    """The original `AdamWeightDecayOptimizer` (google-research/bert `optimization.py`).
+
+    Adam without bias correction, with weight decay added to the update (decoupled from the
+    moments, Loshchilov & Hutter), per variable:
+    `m = b1 m + (1 - b1) g`, `v = b2 v + (1 - b2) g^2`,
+    `update = m / (sqrt(v) + epsilon) + weight_decay_rate * w` (decay only for variables no
+    exclusion pattern matches), `w -= lr * update`; gradients clipped to global norm `clip_norm`
+    first (None turns clipping off).
+    """
+
+    def __init__(self, learning_rate=0.001, weight_decay_rate: float = 0.01, beta_1: float = 0.9,
+                 beta_2: float = 0.999, epsilon: float = 1e-6,
+                 exclude_from_weight_decay: Sequence[str] | None = DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY,
+                 clip_norm: float | None = 1.0, name: str = "AdamWeightDecay", **kwargs):
+        super().__init__(learning_rate, weight_decay_rate, beta_1, beta_2, epsilon,
+                         exclude_from_weight_decay, clip_norm, name, **kwargs)
+
+    def update_step(self, gradient, variable, learning_rate):
+        index = self._get_variable_index(variable)
+        next_m, next_v = self._moments(gradient, variable, index)
+        update = next_m / (tf.sqrt(next_v) + self.epsilon)
+        if self._do_use_weight_decay(index):
+            update += self.weight_decay_rate * variable
+        self.assign_sub(variable, tf.cast(learning_rate, variable.dtype) * update)
+
+
+@keras.saving.register_keras_serializable(package="bert")
+class Lamb(_MomentOptimizer):
+    """LAMB (You et al. 2019, "Large Batch Optimization for Deep Learning", Algorithm 2).
+
+    Adam moments with bias correction, `update = m_hat / (sqrt(v_hat) + epsilon)
+    + weight_decay_rate * w` and a per-variable trust ratio `||w|| / ||update||` (1 when either
+    norm is 0): `w -= lr * ratio * update`. Variables matching `exclude_from_weight_decay` get
+    neither weight decay nor the trust ratio. The paper's scaling function phi is the identity.
+    """
+
+    def __init__(self, learning_rate=0.001, weight_decay_rate: float = 0.01, beta_1: float = 0.9,
+                 beta_2: float = 0.999, epsilon: float = 1e-6,
+                 exclude_from_weight_decay: Sequence[str] | None = DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY,
+                 clip_norm: float | None = 1.0, name: str = "Lamb", **kwargs):
+        super().__init__(learning_rate, weight_decay_rate, beta_1, beta_2, epsilon,
+                         exclude_from_weight_decay, clip_norm, name, **kwargs)
+
+    def update_step(self, gradient, variable, learning_rate):
+        index = self._get_variable_index(variable)
+        next_m, next_v = self._moments(gradient, variable, index)
+        local_step = tf.cast(self.iterations + 1, variable.dtype)
+        m_hat = next_m / (1.0 - tf.pow(tf.cast(self.beta_1, variable.dtype), local_step))
+        v_hat = next_v / (1.0 - tf.pow(tf.cast(self.beta_2, variable.dtype), local_step))
+        update = m_hat / (tf.sqrt(v_hat) + self.epsilon)
+        if self._do_use_weight_decay(index):
+            update += self.weight_decay_rate * variable
+        ratio = tf.constant(1.0, variable.dtype)
+        if not self._excluded[index]:
+            w_norm = tf.norm(variable)
+            update_norm = tf.norm(update)
+            both_positive = tf.logical_and(w_norm > 0.0, update_norm > 0.0)
+            ratio = tf.where(both_positive, w_norm / update_norm, 1.0)
+        self.assign_sub(variable, tf.cast(learning_rate, variable.dtype) * ratio * update)
+
+
+def create_optimizer(init_lr: float, num_train_steps: int, num_warmup_steps: int,
+                     optimizer_type: str = "adamw", weight_decay_rate: float = 0.01,
+                     clip_norm: float | None = 1.0,
+                     exclude_from_weight_decay: Sequence[str] = DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY,
+                     use_loss_scale: bool = False) -> keras.optimizers.Optimizer:
+    """The original `optimization.create_optimizer`: schedule plus optimizer.
+
+    Args:
+        init_lr: Peak learning rate.
+        num_train_steps: Steps over which the rate decays linearly to 0.
+        num_warmup_steps: Steps of linear warm-up from 0 (0 for none).
+        optimizer_type: "adamw" (the original AdamWeightDecay) or "lamb".
+        weight_decay_rate: Decoupled weight-decay rate.
+        clip_norm: Global-norm clipping threshold, None for no clipping.
+        exclude_from_weight_decay: Patterns (`re.search` on the variable path) of variables that
+            get no weight decay (and, for LAMB, no trust ratio).
+        use_loss_scale: Wrap in a dynamic `keras.optimizers.LossScaleOptimizer` (float16).
+
+    Returns:
+        The optimizer, wrapped for loss scaling when `use_loss_scale`.
+    """
+    optimizer_classes = {"adamw": AdamWeightDecay, "lamb": Lamb}
+    if optimizer_type not in optimizer_classes:
+        raise ValueError(f"optimizer_type={optimizer_type!r} is not one of {OPTIMIZER_TYPES}")
+    schedule = WarmupLinearDecay(init_lr, num_train_steps, num_warmup_steps)
+    optimizer = optimizer_classes[optimizer_type](
+        learning_rate=schedule, weight_decay_rate=weight_decay_rate, clip_norm=clip_norm,
+        exclude_from_weight_decay=exclude_from_weight_decay)
+    if use_loss_scale:
+        return keras.optimizers.LossScaleOptimizer(optimizer)
+    return optimizer

@@ -1,0 +1,70 @@
+"""The learning-rate schedule of the original `optimization.create_optimizer`.
+
+Linear decay from `init_lr` at step 0 to 0 at `num_train_steps` (the original's
+`tf.train.polynomial_decay` with power 1.0, end 0.0 and no cycling), replaced by a linear warm-up
+`init_lr * step / num_warmup_steps` while `step < num_warmup_steps`. The decay is not shifted by the
+warm-up: at the end of warm-up the rate is `init_lr * (1 - num_warmup_steps / num_train_steps)`,
+not `init_lr`, exactly as in the original.
+
+The arithmetic follows the original's graph as TensorFlow runs it: its constant folding turns
+`step / num_train_steps` into `step * float32(1 / num_train_steps)` and
+`init_lr * (step / num_warmup_steps)` into `step * float32(init_lr * float32(1 / num_warmup_steps))`,
+which changes the last bit of some rates. Writing the products out keeps eager, `tf.function` and
+XLA results identical to the original's, step for step.
+"""
+from typing import Any
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+
+@keras.saving.register_keras_serializable(package="bert")
+class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """Warm-up then linear decay to zero, computed in float32 as the original computes it.
+
+    Args:
+        init_lr: Peak learning rate, `--learning_rate` of the original scripts.
+        num_train_steps: Step at which the rate reaches 0 and stays there; positive.
+        num_warmup_steps: Length of the linear warm-up; 0 turns warm-up off.
+    """
+
+    def __init__(self, init_lr: float, num_train_steps: int, num_warmup_steps: int = 0):
+        if init_lr < 0:
+            raise ValueError(f"init_lr must be >= 0, got init_lr={init_lr}")
+        if num_train_steps <= 0:
+            raise ValueError(f"num_train_steps must be a positive integer, "
+                             f"got num_train_steps={num_train_steps}")
+        if num_warmup_steps < 0:
+            raise ValueError(f"num_warmup_steps must be >= 0, got num_warmup_steps={num_warmup_steps}")
+        self.init_lr = float(init_lr)
+        self.num_train_steps = int(num_train_steps)
+        self.num_warmup_steps = int(num_warmup_steps)
+
+    def __call__(self, step: tf.Tensor) -> tf.Tensor:
+        """The learning rate for the update of global step `step` (0 for the first update).
+
+        Args:
+            step: Integer or float scalar, the optimizer's iteration count before the update.
+
+        Returns:
+            float32 scalar.
+        """
+        init_lr = np.float32(self.init_lr)
+        step = tf.cast(step, tf.float32)
+        decay_steps = np.float32(self.num_train_steps)
+        # polynomial_decay with power 1 and end 0: init_lr * (1 - min(step, decay_steps) / decay_steps).
+        decay_fraction = tf.minimum(step, decay_steps) * (np.float32(1.0) / decay_steps)
+        learning_rate = (1.0 - decay_fraction) * init_lr
+        if not self.num_warmup_steps:
+            return learning_rate
+        warmup_steps = np.float32(self.num_warmup_steps)
+        warmup_learning_rate = step * (init_lr * (np.float32(1.0) / warmup_steps))
+        return tf.where(step < warmup_steps, warmup_learning_rate, learning_rate)
+
+    def get_config(self) -> dict[str, Any]:
+        return {
+            "init_lr": self.init_lr,
+            "num_train_steps": self.num_train_steps,
+            "num_warmup_steps": self.num_warmup_steps,
+        }
