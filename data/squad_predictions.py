@@ -119,7 +119,9 @@ def _feature_logits(logits_by_id: dict[int, RawResult], feature: SquadFeatures,
 
 def get_best_indexes(logits: Sequence[float], n_best_size: int) -> list[int]:
     """Positions of the `n_best_size` largest logits, largest first, earlier first on ties."""
-    return sorted(range(len(logits)), key=logits.__getitem__, reverse=True)[:n_best_size]
+    # A stable ascending sort of the negated values keeps equal logits in position order.
+    order = np.argsort(-np.asarray(logits, dtype=np.float64), kind="stable")
+    return order[:n_best_size].tolist()
 
 
 def _candidates(features: Sequence[SquadFeatures],
@@ -138,8 +140,9 @@ def _candidates(features: Sequence[SquadFeatures],
         if version_2_with_negative and start_logits[0] + end_logits[0] < null_score:
             null_score = start_logits[0] + end_logits[0]
             null = _Candidate(feature_index, 0, 0, start_logits[0], end_logits[0])
+        end_indexes = get_best_indexes(end_logits, n_best_size)
         for start_index in get_best_indexes(start_logits, n_best_size):
-            for end_index in get_best_indexes(end_logits, n_best_size):
+            for end_index in end_indexes:
                 if _is_valid_span(feature, start_index, end_index, max_answer_length):
                     candidates.append(_Candidate(feature_index, start_index, end_index,
                                                  start_logits[start_index],
@@ -229,14 +232,8 @@ def get_final_text(pred_text: str, orig_text: str, do_lower_case: bool) -> str:
 
 def _strip_spaces(text: str) -> tuple[str, dict[int, int]]:
     """`text` without " ", and each remaining character's index in `text`."""
-    ns_to_s_map = {}
-    ns_chars = []
-    for index, char in enumerate(text):
-        if char == " ":
-            continue
-        ns_to_s_map[len(ns_chars)] = index
-        ns_chars.append(char)
-    return "".join(ns_chars), ns_to_s_map
+    kept = [index for index, char in enumerate(text) if char != " "]
+    return text.replace(" ", ""), dict(enumerate(kept))
 
 
 def _project(position: int, tok_s_to_ns_map: dict[int, int],
