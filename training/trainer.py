@@ -126,7 +126,10 @@ class Trainer:
             examples_per_step: the global batch size (for the examples/s figure).
         """
         iterator, checkpointable = self._iterator(dataset_fn)
-        objects = dict(model=self.model, optimizer=self.optimizer)
+        # Dropout's random-generator states, so that a resumed run draws the same masks.
+        weights = {id(w) for w in self.model.weights}
+        rng_states = [v for v in self.model.variables if id(v) not in weights]
+        objects = dict(model=self.model, optimizer=self.optimizer, rng_states=rng_states)
         if checkpointable:
             objects["iterator"] = iterator
         checkpoints = TrainingCheckpoints(self.config.output_dir, self.config.keep_checkpoints,
