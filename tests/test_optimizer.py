@@ -1,4 +1,4 @@
-"""Tests of training/optimizer.py against the original optimizer's trajectory and hand-computed steps."""
+"""Tests of training/optimizer.py: the original's trajectory, hand-computed steps, strategies."""
 import json
 import os
 import pathlib
@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from modeling import checkpoint_names
-from training.optimizer import (DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY, AdamWeightDecay, Lamb,
+from training.optimizer import (EXCLUDE_FROM_WEIGHT_DECAY, AdamWeightDecay, Lamb,
                                 create_optimizer)
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -87,7 +87,7 @@ def test_weight_decay_rule_matches_original(fixtures_dir):
     optimizer.build(golden_variables(arrays, names))
     assert optimizer.weight_decay_applied() == meta["weight_decay_applied"]
     assert (list(meta["optimizer_kwargs_seen"]["exclude_from_weight_decay"])
-            == list(DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY))
+            == list(EXCLUDE_FROM_WEIGHT_DECAY))
 
 
 def test_weight_decay_rule_same_on_model_paths_and_original_names():
@@ -113,7 +113,8 @@ def test_loss_scale_wrapper_reproduces_trajectory_and_skips_nonfinite(fixtures_d
     for step in range(len(meta["steps"])):
         scale = float(optimizer.dynamic_scale) if optimizer.built else optimizer.initial_scale
         apply(golden_grads(arrays, names, step, scale=scale))
-        assert_matches_step(arrays, names, step, variables, optimizer.inner_optimizer.moment_slots())
+        slots = optimizer.inner_optimizer.moment_slots()
+        assert_matches_step(arrays, names, step, variables, slots)
         if step == 4:
             # An overflowed step: skipped, the scale halves, no state moves.
             scale = float(optimizer.dynamic_scale)

@@ -18,8 +18,7 @@ import tensorflow as tf
 from training.schedule import WarmupLinearDecay
 
 # The original `exclude_from_weight_decay` of run_pretraining.py / run_classifier.py.
-DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
-OPTIMIZER_TYPES = ("adamw", "lamb")
+EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
 # Keras clipping and weight-decay options that would act a second time on top of this file's own.
 _CONFLICTING_KERAS_OPTIONS = ("weight_decay", "clipnorm", "clipvalue", "global_clipnorm")
 
@@ -59,7 +58,7 @@ class _MomentOptimizer(keras.optimizers.Optimizer):
         return bool(self.weight_decay_rate) and not self._excluded[index]
 
     def moment_slots(self) -> dict[str, tuple[keras.Variable, keras.Variable]]:
-        """{variable path: (adam_m, adam_v)}, the slot variables themselves (readable, assignable)."""
+        """{variable path: (adam_m, adam_v)}: the slot variables themselves, to read or assign."""
         if not self.built:
             raise ValueError(f"{self.name} has no slots before it is built; call build(variables) "
                              "or apply gradients first")
@@ -123,7 +122,7 @@ class AdamWeightDecay(_MomentOptimizer):
 
     def __init__(self, learning_rate=0.001, weight_decay_rate: float = 0.01, beta_1: float = 0.9,
                  beta_2: float = 0.999, epsilon: float = 1e-6,
-                 exclude_from_weight_decay: Sequence[str] | None = DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY,
+                 exclude_from_weight_decay: Sequence[str] | None = EXCLUDE_FROM_WEIGHT_DECAY,
                  clip_norm: float | None = 1.0, name: str = "AdamWeightDecay", **kwargs):
         super().__init__(learning_rate, weight_decay_rate, beta_1, beta_2, epsilon,
                          exclude_from_weight_decay, clip_norm, name, **kwargs)
@@ -149,7 +148,7 @@ class Lamb(_MomentOptimizer):
 
     def __init__(self, learning_rate=0.001, weight_decay_rate: float = 0.01, beta_1: float = 0.9,
                  beta_2: float = 0.999, epsilon: float = 1e-6,
-                 exclude_from_weight_decay: Sequence[str] | None = DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY,
+                 exclude_from_weight_decay: Sequence[str] | None = EXCLUDE_FROM_WEIGHT_DECAY,
                  clip_norm: float | None = 1.0, name: str = "Lamb", **kwargs):
         super().__init__(learning_rate, weight_decay_rate, beta_1, beta_2, epsilon,
                          exclude_from_weight_decay, clip_norm, name, **kwargs)
@@ -172,10 +171,14 @@ class Lamb(_MomentOptimizer):
         self.assign_sub(variable, tf.cast(learning_rate, variable.dtype) * ratio * update)
 
 
+_OPTIMIZER_CLASSES = {"adamw": AdamWeightDecay, "lamb": Lamb}
+OPTIMIZER_TYPES = tuple(_OPTIMIZER_CLASSES)
+
+
 def create_optimizer(init_lr: float, num_train_steps: int, num_warmup_steps: int,
                      optimizer_type: str = "adamw", weight_decay_rate: float = 0.01,
                      clip_norm: float | None = 1.0,
-                     exclude_from_weight_decay: Sequence[str] = DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY,
+                     exclude_from_weight_decay: Sequence[str] = EXCLUDE_FROM_WEIGHT_DECAY,
                      use_loss_scale: bool = False) -> keras.optimizers.Optimizer:
     """The original `optimization.create_optimizer`: schedule plus optimizer.
 
@@ -193,11 +196,10 @@ def create_optimizer(init_lr: float, num_train_steps: int, num_warmup_steps: int
     Returns:
         The optimizer, wrapped for loss scaling when `use_loss_scale`.
     """
-    optimizer_classes = {"adamw": AdamWeightDecay, "lamb": Lamb}
-    if optimizer_type not in optimizer_classes:
+    if optimizer_type not in OPTIMIZER_TYPES:
         raise ValueError(f"optimizer_type={optimizer_type!r} is not one of {OPTIMIZER_TYPES}")
     schedule = WarmupLinearDecay(init_lr, num_train_steps, num_warmup_steps)
-    optimizer = optimizer_classes[optimizer_type](
+    optimizer = _OPTIMIZER_CLASSES[optimizer_type](
         learning_rate=schedule, weight_decay_rate=weight_decay_rate, clip_norm=clip_norm,
         exclude_from_weight_decay=exclude_from_weight_decay)
     if use_loss_scale:

@@ -2,15 +2,15 @@
 
 Linear decay from `init_lr` at step 0 to 0 at `num_train_steps` (the original's
 `tf.train.polynomial_decay` with power 1.0, end 0.0 and no cycling), replaced by a linear warm-up
-`init_lr * step / num_warmup_steps` while `step < num_warmup_steps`. The decay is not shifted by the
-warm-up: at the end of warm-up the rate is `init_lr * (1 - num_warmup_steps / num_train_steps)`,
+`init_lr * step / num_warmup_steps` while `step < num_warmup_steps`. The decay is not shifted by
+the warm-up: at the end of warm-up the rate is `init_lr * (1 - num_warmup_steps / num_train_steps)`,
 not `init_lr`, exactly as in the original.
 
 The arithmetic follows the original's graph as TensorFlow runs it: its constant folding turns
 `step / num_train_steps` into `step * float32(1 / num_train_steps)` and
-`init_lr * (step / num_warmup_steps)` into `step * float32(init_lr * float32(1 / num_warmup_steps))`,
-which changes the last bit of some rates. Writing the products out keeps eager, `tf.function` and
-XLA results identical to the original's, step for step.
+`init_lr * (step / num_warmup_steps)` into `step * float32(init_lr * float32(1 / warmup))`,
+which changes the last bit of some rates. Written out as products, eager and `tf.function` rates
+equal the original's bit for bit (XLA's fused multiply-add may differ by one rounding).
 """
 from typing import Any
 
@@ -36,7 +36,8 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
             raise ValueError(f"num_train_steps must be a positive integer, "
                              f"got num_train_steps={num_train_steps}")
         if num_warmup_steps < 0:
-            raise ValueError(f"num_warmup_steps must be >= 0, got num_warmup_steps={num_warmup_steps}")
+            raise ValueError(f"num_warmup_steps must be >= 0, "
+                             f"got num_warmup_steps={num_warmup_steps}")
         self.init_lr = float(init_lr)
         self.num_train_steps = int(num_train_steps)
         self.num_warmup_steps = int(num_warmup_steps)
@@ -45,17 +46,19 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
         """The learning rate for the update of global step `step` (0 for the first update).
 
         Args:
-            step: Integer or float scalar, the optimizer's iteration count before the update.
+            step: Integer or float tensor of any shape, usually the optimizer's iteration count
+                before the update.
 
         Returns:
-            float32 scalar.
+            float32 tensor, the shape of `step`.
         """
         init_lr = np.float32(self.init_lr)
         step = tf.cast(step, tf.float32)
         decay_steps = np.float32(self.num_train_steps)
-        # polynomial_decay with power 1 and end 0: init_lr * (1 - min(step, decay_steps) / decay_steps).
+        # polynomial_decay, power 1, end 0: init_lr * (1 - min(step, decay_steps) / decay_steps).
         decay_fraction = tf.minimum(step, decay_steps) * (np.float32(1.0) / decay_steps)
-        learning_rate = (1.0 - decay_fraction) * init_lr
+        # XLA may fuse `1 - fraction` into one rounding, below 0 once step >= decay_steps.
+        learning_rate = tf.maximum(1.0 - decay_fraction, 0.0) * init_lr
         if not self.num_warmup_steps:
             return learning_rate
         warmup_steps = np.float32(self.num_warmup_steps)
