@@ -1,0 +1,264 @@
+"""Fine-tunes BERT on SQuAD v1.1 / v2.0 and predicts answers, as the original run_squad.py.
+
+    python run_squad.py --vocab_file=$BERT_DIR/vocab.txt \
+      --bert_config_file=$BERT_DIR/bert_config.json --init_checkpoint=$BERT_DIR/bert_model.ckpt \
+      --do_train --train_file=$SQUAD_DIR/train-v1.1.json \
+      --do_predict --predict_file=$SQUAD_DIR/dev-v1.1.json \
+      --train_batch_size=12 --learning_rate=3e-5 --num_train_epochs=2.0 \
+      --max_seq_length=384 --doc_stride=128 --output_dir=/tmp/squad_base
+
+Writes the original's predictions.json, nbest_predictions.json and, with
+--version_2_with_negative, null_odds.json; the fine-tuned model as model.ckpt (original format)
+and bert_config.json. When the predict file has gold answers, the official evaluation runs
+in-process: its metrics go to eval_results.json, under the official scripts' key names, and to
+stdout. --do_predict without --do_train predicts with --init_checkpoint if it holds a SQuAD head,
+else with the model fine-tuned in --output_dir (the original's behaviour there).
+"""
+import os
+import random
+
+from absl import app, flags, logging
+import numpy as np
+import tensorflow as tf
+
+import common_flags
+from data import squad_metrics
+from data.progress import Progress
+from data.squad_examples import SquadExample, load_squad_json, read_squad_examples
+from data.squad_features import SquadFeatures, convert_examples_to_features, features_to_arrays
+from data.squad_predictions import RawResult, SquadPredictions, compute_predictions, \
+    write_predictions
+from data.tokenization import FullTokenizer, validate_case_matches_checkpoint
+from modeling import losses
+from modeling.checkpoints import load_checkpoint
+from modeling.config import BertConfig
+from modeling.project_checkpoint import ProjectCheckpointMismatchError
+from modeling.task_models import BertSpanLabeler
+from modeling.tf1_checkpoint import CheckpointMismatchError
+from training import fine_tuning
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("bert_config_file", None, "The bert_config.json of the pretrained model.")
+flags.DEFINE_string("vocab_file", None, "The vocab.txt the model was trained with.")
+flags.DEFINE_string("output_dir", None, "Where the model, predictions and metrics go.")
+flags.DEFINE_string("train_file", None, "SQuAD JSON for training, e.g. train-v1.1.json.")
+flags.DEFINE_string("predict_file", None, "SQuAD JSON to predict, e.g. dev-v1.1.json.")
+flags.DEFINE_string("init_checkpoint", None,
+                    "Pretrained model to fine-tune, or with --do_predict alone a fine-tuned one.")
+flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (uncased models).")
+flags.DEFINE_integer("max_seq_length", 384, "Tokens per window: [CLS] question [SEP] text [SEP].")
+flags.DEFINE_integer("doc_stride", 128, "Tokens between the starts of a context's windows.")
+flags.DEFINE_integer("max_query_length", 64, "Question tokens kept; the rest are cut off.")
+flags.DEFINE_bool("do_train", False, "Fine-tune on --train_file.")
+flags.DEFINE_bool("do_predict", False, "Predict answers for --predict_file.")
+flags.DEFINE_integer("train_batch_size", 32, "Global batch size for training.")
+flags.DEFINE_integer("predict_batch_size", 8, "Batch size for prediction.")
+flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.")
+flags.DEFINE_float("num_train_epochs", 3.0, "Epochs over the training questions.")
+flags.DEFINE_float("warmup_proportion", 0.1, "Share of the steps with a rising learning rate.")
+flags.DEFINE_integer("save_checkpoints_steps", 1000, "Steps between training checkpoints.")
+flags.DEFINE_integer("n_best_size", 20, "Answers per question in nbest_predictions.json.")
+flags.DEFINE_integer("max_answer_length", 30, "Longest answer, in WordPiece tokens.")
+flags.DEFINE_bool("version_2_with_negative", False, "SQuAD v2.0: some questions have no answer.")
+flags.DEFINE_float("null_score_diff_threshold", 0.0,
+                   "v2.0: answer \"\" when the null score beats the best span by more than this.")
+common_flags.define_training_flags()
+flags.mark_flags_as_required(["vocab_file", "bert_config_file", "output_dir"])
+
+# The original shuffles the training questions once with this seed before making features.
+_TRAIN_SHUFFLE_SEED = 12345
+# Features stacked into arrays at a time while streaming the training set.
+_CHUNK = 4096
+
+
+def _check_flags(config: BertConfig) -> None:
+    """The original's checks, plus the flags that would leave no room for the context."""
+    validate_case_matches_checkpoint(FLAGS.do_lower_case, FLAGS.init_checkpoint)
+    if not FLAGS.do_train and not FLAGS.do_predict:
+        raise ValueError("at least one of --do_train or --do_predict must be set")
+    if FLAGS.do_train and not FLAGS.train_file:
+        raise ValueError("--do_train needs --train_file")
+    if FLAGS.do_predict and not FLAGS.predict_file:
+        raise ValueError("--do_predict needs --predict_file")
+    if FLAGS.max_seq_length > config.max_position_embeddings:
+        raise ValueError(f"--max_seq_length={FLAGS.max_seq_length} exceeds the model's "
+                         f"max_position_embeddings={config.max_position_embeddings} "
+                         f"({FLAGS.bert_config_file})")
+    if FLAGS.max_seq_length <= FLAGS.max_query_length + 3:
+        raise ValueError(f"--max_seq_length={FLAGS.max_seq_length} leaves no room for the "
+                         f"context: it must exceed --max_query_length={FLAGS.max_query_length}"
+                         " + 3 ([CLS] and two [SEP])")
+    if FLAGS.doc_stride < 1:
+        raise ValueError(f"--doc_stride={FLAGS.doc_stride} must be at least 1")
+    window = FLAGS.max_seq_length - FLAGS.max_query_length - 3
+    if FLAGS.doc_stride > window:
+        logging.warning("--doc_stride=%d exceeds the context window of long questions (%d "
+                        "tokens); such windows follow each other without overlap",
+                        FLAGS.doc_stride, window)
+
+
+def _features(examples: list[SquadExample], tokenizer: FullTokenizer, is_training: bool):
+    """Yields the features of `examples`, logging progress over the examples."""
+    progress = Progress("questions converted to features", len(examples))
+    for feature in convert_examples_to_features(
+            examples, tokenizer, FLAGS.max_seq_length, FLAGS.doc_stride, FLAGS.max_query_length,
+            is_training):
+        progress.update(feature.example_index + 1 - progress.count)
+        yield feature
+    progress.done()
+
+
+def _training_arrays(examples: list[SquadExample],
+                     tokenizer: FullTokenizer) -> dict[str, np.ndarray]:
+    """Training features as int32 arrays, stacked chunk by chunk (features are not all kept)."""
+    chunks, pending = [], []
+    for feature in _features(examples, tokenizer, is_training=True):
+        pending.append(feature)
+        if len(pending) == _CHUNK:
+            chunks.append(features_to_arrays(pending, is_training=True))
+            pending = []
+    if pending:
+        chunks.append(features_to_arrays(pending, is_training=True))
+    return {key: np.concatenate([chunk[key] for chunk in chunks]) for key in chunks[0]}
+
+
+def _loss_fn(outputs: dict, batch: dict, normaliser) -> dict:
+    return {"loss": losses.span_loss(outputs["start_logits"], outputs["end_logits"],
+                                     batch["start_positions"], batch["end_positions"],
+                                     normaliser.global_batch_size(batch))}
+
+
+def _training_model(strategy: tf.distribute.Strategy, config: BertConfig, num_examples: int):
+    """The model, with its encoder initialised, and the optimizer for int(questions / batch *
+    epochs) steps; a run resuming in --output_dir restores both from there instead."""
+    num_train_steps = fine_tuning.train_steps(num_examples, FLAGS.train_batch_size,
+                                              FLAGS.num_train_epochs)
+    num_warmup_steps = fine_tuning.warmup_steps(num_train_steps, FLAGS.warmup_proportion)
+    with strategy.scope():
+        model = BertSpanLabeler(config)
+        optimizer = common_flags.create_optimizer_from_flags(
+            FLAGS.learning_rate, num_train_steps, num_warmup_steps)
+        if not tf.train.latest_checkpoint(FLAGS.output_dir):
+            fine_tuning.initialise_encoder(model, FLAGS.init_checkpoint)
+    return model, optimizer, num_train_steps
+
+
+def _train(strategy: tf.distribute.Strategy, model: BertSpanLabeler, optimizer,
+           num_train_steps: int, examples: list[SquadExample], tokenizer: FullTokenizer) -> None:
+    arrays = _training_arrays(examples, tokenizer)
+    logging.info("training on %d questions (%d features), batch size %d, %d steps",
+                 len(examples), len(arrays["input_ids"]), FLAGS.train_batch_size,
+                 num_train_steps)
+    fine_tuning.fit(strategy, model, optimizer, _loss_fn, arrays, FLAGS.train_batch_size,
+                    num_train_steps, FLAGS.output_dir, FLAGS.seed, FLAGS.save_checkpoints_steps,
+                    FLAGS.use_xla, FLAGS.gradient_accumulation_steps)
+    if common_flags.is_chief(strategy):
+        fine_tuning.save_fine_tuned(model, FLAGS.output_dir, int(optimizer.iterations.numpy()))
+
+
+def _has_fine_tuned_model(folder: str) -> bool:
+    return bool(tf.train.latest_checkpoint(folder)) or tf.io.gfile.exists(
+        os.path.join(folder, "model.ckpt.index"))
+
+
+def _fine_tuned_model(config: BertConfig) -> BertSpanLabeler:
+    """The model to predict with when not training, encoder and SQuAD head."""
+    model = BertSpanLabeler(config)
+    if FLAGS.init_checkpoint:
+        try:
+            found = load_checkpoint(model, FLAGS.init_checkpoint)
+            logging.info("predicting with %s (%s)", FLAGS.init_checkpoint, found)
+            return model
+        except (CheckpointMismatchError, ProjectCheckpointMismatchError):
+            if not _has_fine_tuned_model(FLAGS.output_dir):
+                raise
+    elif not _has_fine_tuned_model(FLAGS.output_dir):
+        raise ValueError(f"--do_predict without --do_train needs a fine-tuned model: "
+                         f"--init_checkpoint, or a --output_dir ({FLAGS.output_dir}) that "
+                         "holds one")
+    found = load_checkpoint(model, FLAGS.output_dir)
+    logging.info("predicting with the model fine-tuned in %s (%s)", FLAGS.output_dir, found)
+    return model
+
+
+def _predict(model: BertSpanLabeler, examples: list[SquadExample],
+             tokenizer: FullTokenizer) -> SquadPredictions:
+    features: list[SquadFeatures] = list(_features(examples, tokenizer, is_training=False))
+    arrays = features_to_arrays(features, is_training=False)
+    logging.info("predicting %d questions (%d features), batch size %d", len(examples),
+                 len(features), FLAGS.predict_batch_size)
+    logits = fine_tuning.predict(model, arrays, FLAGS.predict_batch_size)
+    results = [RawResult(int(unique_id), start, end) for unique_id, start, end in
+               zip(arrays["unique_ids"], logits["start_logits"], logits["end_logits"])]
+    return compute_predictions(examples, features, results, FLAGS.n_best_size,
+                               FLAGS.max_answer_length, FLAGS.do_lower_case,
+                               FLAGS.version_2_with_negative, FLAGS.null_score_diff_threshold)
+
+
+def _evaluation_version(dataset_json: dict) -> str | None:
+    """The official evaluation to run on the predict file; None when it has no gold answers."""
+    try:
+        gold = [answers for _, answers in squad_metrics.iter_questions(dataset_json["data"])]
+    except ValueError:  # questions without an "answers" list
+        return None
+    if FLAGS.version_2_with_negative or (
+            squad_metrics.detect_version(dataset_json) == squad_metrics.VERSION_2):
+        return squad_metrics.VERSION_2 if any(gold) else None
+    return squad_metrics.VERSION_1 if all(gold) else None
+
+
+def _write_outputs(predictions: SquadPredictions, dataset_json: dict) -> None:
+    """predictions.json, nbest_predictions.json, null_odds.json (v2.0), eval_results.json."""
+    folder = FLAGS.output_dir
+    write_predictions(
+        predictions, os.path.join(folder, "predictions.json"),
+        os.path.join(folder, "nbest_predictions.json"),
+        os.path.join(folder, "null_odds.json") if FLAGS.version_2_with_negative else None)
+    version = _evaluation_version(dataset_json)
+    if version is None:
+        logging.info("%s has no gold answers: no evaluation", FLAGS.predict_file)
+        return
+    null_odds = predictions.null_odds if FLAGS.version_2_with_negative else None
+    results = squad_metrics.evaluate(dataset_json, predictions.predictions, version, null_odds)
+    squad_metrics.write_eval_results(os.path.join(folder, "eval_results.json"), results)
+    print(squad_metrics.format_eval_results(results), flush=True)
+
+
+def _read_inputs() -> tuple[list[SquadExample], list[SquadExample], dict]:
+    """Training questions (shuffled as the original), predict questions and the predict JSON."""
+    train_examples, predict_examples, predict_json = [], [], {}
+    if FLAGS.do_train:
+        train_examples = read_squad_examples(
+            FLAGS.train_file, is_training=True,
+            version_2_with_negative=FLAGS.version_2_with_negative).examples
+        random.Random(_TRAIN_SHUFFLE_SEED).shuffle(train_examples)
+    if FLAGS.do_predict:
+        predict_json = load_squad_json(FLAGS.predict_file)
+        predict_examples = read_squad_examples(FLAGS.predict_file, is_training=False).examples
+    return train_examples, predict_examples, predict_json
+
+
+def main(_):
+    config = BertConfig.from_json_file(FLAGS.bert_config_file)
+    _check_flags(config)
+    tokenizer = FullTokenizer(FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
+    train_examples, predict_examples, predict_json = _read_inputs()
+    strategy = common_flags.setup_from_flags()
+    if FLAGS.do_train:
+        common_flags.check_batch_size("train_batch_size", FLAGS.train_batch_size, strategy)
+        model, optimizer, num_train_steps = _training_model(strategy, config,
+                                                            len(train_examples))
+    else:
+        with strategy.scope():
+            model = _fine_tuned_model(config)
+    tf.io.gfile.makedirs(FLAGS.output_dir)
+    if FLAGS.do_train:
+        _train(strategy, model, optimizer, num_train_steps, train_examples, tokenizer)
+    if FLAGS.do_predict:
+        predictions = _predict(model, predict_examples, tokenizer)
+        if common_flags.is_chief(strategy):
+            _write_outputs(predictions, predict_json)
+
+
+if __name__ == "__main__":
+    app.run(main)
