@@ -1,0 +1,227 @@
+"""Benchmark: create_pretraining_data's pipeline against the original single-process algorithm.
+
+Builds corpora of real text (WikiText-2 articles, SQuAD dev contexts, CoNLL-2003 Reuters news,
+one sentence per line, a blank line between documents) of the requested sizes, then runs, each
+in its own process with the same vocabulary and flags:
+  * the reference: the original script's algorithm (`tests/original_pretraining_reference.py`),
+    single process, `tf.train.Example` + `tf.io.TFRecordWriter`, whole corpus in memory;
+  * this project's `write_pretraining_records` with --num_workers processes.
+It reports instances/s, tokens/s and the peak resident memory of each process tree (sampled
+every 20 ms from /proc). Timing starts after imports, so interpreter start-up is left out of
+both; the pool start-up is counted against this pipeline.
+
+    python bench/bench_create_pretraining_data.py --sizes_mb=5,50 --reference_mb=5
+"""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Iterator
+
+from absl import app
+from absl import flags
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))
+sys.path.insert(0, str(REPO_ROOT / "tests"))
+
+from data import pretraining_chunks  # noqa: E402
+from data import pretraining_instances  # noqa: E402
+from data import pretraining_writer  # noqa: E402
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("data_dir", str(REPO_ROOT.parent / "shared" / "data"), "Real public data.")
+flags.DEFINE_string("vocab_file", str(REPO_ROOT.parent / "shared" / "fixtures" / "vocab" /
+                                      "uncased_vocab.txt"), "WordPiece vocabulary.")
+flags.DEFINE_list("sizes_mb", ["5", "50"], "Corpus sizes (MB) to run this pipeline on.")
+flags.DEFINE_float("reference_mb", 5.0, "Corpus size (MB) to run the reference on; 0: none.")
+flags.DEFINE_integer("num_workers", None, "Workers (default: every core available).")
+flags.DEFINE_integer("dupe_factor", 10, "dupe_factor of both runs.")
+flags.DEFINE_string("work_dir", None, "Where corpora and outputs go (default: a temp dir).")
+flags.DEFINE_string("output_json", None, "Also write the results here.")
+flags.DEFINE_enum("child", None, ["reference", "pipeline"], "Internal: run one side.")
+flags.DEFINE_string("child_input", None, "Internal: corpus of the child run.")
+flags.DEFINE_string("child_output", None, "Internal: output of the child run.")
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])")
+
+
+def _sentences(paragraph: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE_END.split(paragraph) if s.strip()]
+
+
+def _wikitext_documents(data_dir: pathlib.Path) -> Iterator[list[str]]:
+    text = (data_dir / "wikitext-2-raw" / "wiki.test.sentences.txt").read_text("utf-8")
+    for block in text.split("\n\n"):
+        yield [line for line in block.split("\n") if line.strip()]
+    document: list[str] = []
+    for line in (data_dir / "wikitext-2-tokenized" / "wiki.valid.tokens").open(encoding="utf-8"):
+        line = line.strip()
+        if re.fullmatch(r"= [^=].* =", line):  # an article title starts a document
+            if document:
+                yield document
+            document = []
+        elif line and not line.startswith("="):
+            document.extend(_sentences(line))
+    if document:
+        yield document
+
+
+def _squad_documents(data_dir: pathlib.Path) -> Iterator[list[str]]:
+    for name in ("dev-v1.1.json", "subsets/cs224n_dev-v2.0.json"):
+        for article in json.loads((data_dir / "squad" / name).read_text("utf-8"))["data"]:
+            yield [s for p in article["paragraphs"] for s in _sentences(p["context"])]
+
+
+def _conll_documents(data_dir: pathlib.Path) -> Iterator[list[str]]:
+    for name in ("train.txt", "valid.txt", "test.txt"):
+        document: list[str] = []
+        words: list[str] = []
+        for line in (data_dir / "conll2003" / name).open(encoding="utf-8"):
+            if line.startswith("-DOCSTART-"):
+                if document:
+                    yield document
+                document = []
+            elif line.strip():
+                words.append(line.split()[0])
+            elif words:
+                document.append(" ".join(words))
+                words = []
+        if document:
+            yield document
+
+
+def build_corpus(data_dir: pathlib.Path, path: pathlib.Path, target_bytes: int) -> None:
+    """Writes documents of real text to `path`, cycling through the sources, up to the size."""
+    written = 0
+    with path.open("w", encoding="utf-8") as writer:
+        while written < target_bytes:
+            for source in (_wikitext_documents, _squad_documents, _conll_documents):
+                for document in source(data_dir):
+                    block = "\n".join(document) + "\n\n"
+                    writer.write(block)
+                    written += len(block.encode("utf-8"))
+                    if written >= target_bytes:
+                        return
+
+
+def _child_reference() -> dict:
+    import random
+
+    import original_pretraining_reference as reference  # TensorFlow: imported in this child only
+    from data import tokenization
+
+    start = time.perf_counter()
+    tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, do_lower_case=True)
+    documents = reference.read_documents([FLAGS.child_input], tokenizer)
+    tokens = sum(len(sentence) for document in documents for sentence in document)
+    instances = reference.create_training_instances(
+        documents, list(tokenizer.vocab.keys()), 128, FLAGS.dupe_factor, 0.1, 0.15, 20, False,
+        random.Random(12345))
+    reference.write_instances(instances, tokenizer, 128, 20, [FLAGS.child_output])
+    return {"seconds": time.perf_counter() - start, "instances": len(instances),
+            "tokens": tokens}
+
+
+def _child_pipeline() -> dict:
+    settings = pretraining_chunks.ChunkSettings(
+        FLAGS.vocab_file, True,
+        pretraining_instances.PretrainingConfig(dupe_factor=FLAGS.dupe_factor), 12345)
+    options = pretraining_writer.WriterOptions(
+        num_workers=FLAGS.num_workers or len(os.sched_getaffinity(0)),
+        progress_interval_s=1e9)
+    start = time.perf_counter()
+    summary = pretraining_writer.write_pretraining_records(
+        [FLAGS.child_input], [FLAGS.child_output], settings, options)
+    return {"seconds": time.perf_counter() - start, "instances": summary.instances,
+            "tokens": summary.tokens}
+
+
+def _tree_rss(root: int) -> tuple[int, int]:
+    """(RSS of `root` and all its descendants, RSS of `root`) in bytes."""
+    parents: dict[int, int] = {}
+    rss: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                parents[int(entry)] = int(stat.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/statm") as statm:
+                rss[int(entry)] = int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, IndexError, ValueError):
+            continue
+    tree, frontier = {root}, [root]
+    while frontier:
+        parent = frontier.pop()
+        children = [pid for pid, ppid in parents.items() if ppid == parent and pid not in tree]
+        tree.update(children)
+        frontier.extend(children)
+    return sum(rss.get(pid, 0) for pid in tree), rss.get(root, 0)
+
+
+def _measure(side: str, corpus: pathlib.Path, output: pathlib.Path) -> dict:
+    """Runs one side in a child process, sampling its process tree's memory."""
+    command = [sys.executable, __file__, f"--child={side}", f"--child_input={corpus}",
+               f"--child_output={output}", f"--vocab_file={FLAGS.vocab_file}",
+               f"--dupe_factor={FLAGS.dupe_factor}"]
+    if FLAGS.num_workers:
+        command.append(f"--num_workers={FLAGS.num_workers}")
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True,
+                               stderr=subprocess.DEVNULL)
+    peak_tree = peak_main = 0
+    while process.poll() is None:
+        tree, main = _tree_rss(process.pid)
+        peak_tree, peak_main = max(peak_tree, tree), max(peak_main, main)
+        time.sleep(0.02)
+    if process.returncode:
+        raise RuntimeError(f"{side} run failed with exit code {process.returncode}")
+    result = json.loads(process.stdout.read().strip().splitlines()[-1])
+    result.update(peak_rss_mb=peak_tree / 2**20, peak_rss_main_mb=peak_main / 2**20,
+                  corpus_mb=corpus.stat().st_size / 1e6, side=side)
+    result["instances_per_s"] = result["instances"] / result["seconds"]
+    result["tokens_per_s"] = result["tokens"] / result["seconds"]
+    return result
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    if FLAGS.child:
+        result = _child_reference() if FLAGS.child == "reference" else _child_pipeline()
+        print(json.dumps(result))
+        return
+    work_dir = pathlib.Path(FLAGS.work_dir or tempfile.mkdtemp(prefix="bench_cpd_"))
+    work_dir.mkdir(parents=True, exist_ok=True)
+    results = []
+    runs = [("pipeline", float(size)) for size in FLAGS.sizes_mb]
+    if FLAGS.reference_mb:
+        runs.insert(0, ("reference", FLAGS.reference_mb))
+    for side, size_mb in runs:
+        corpus = work_dir / f"corpus_{size_mb:g}mb.txt"
+        if not corpus.exists():
+            build_corpus(pathlib.Path(FLAGS.data_dir), corpus, int(size_mb * 1e6))
+        result = _measure(side, corpus, work_dir / f"{side}_{size_mb:g}mb.tfrecord")
+        results.append(result)
+        print(f"{side:9s} {result['corpus_mb']:6.1f} MB: {result['instances']:9,d} instances "
+              f"in {result['seconds']:7.2f} s = {result['instances_per_s']:9,.0f} instances/s, "
+              f"{result['tokens_per_s']:10,.0f} tokens/s, "
+              f"peak RSS {result['peak_rss_mb']:7.1f} MB "
+              f"(main process {result['peak_rss_main_mb']:.1f} MB)", flush=True)
+    reference = [r for r in results if r["side"] == "reference"]
+    same_size = [r for r in results if r["side"] == "pipeline" and reference
+                 and abs(r["corpus_mb"] - reference[0]["corpus_mb"]) < 1e-6]
+    if reference and same_size:
+        ratio = same_size[0]["instances_per_s"] / reference[0]["instances_per_s"]
+        print(f"speed-up over the reference at {reference[0]['corpus_mb']:.1f} MB: {ratio:.1f}x")
+    if FLAGS.output_json:
+        pathlib.Path(FLAGS.output_json).write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,181 @@
+"""Streams a text corpus into pretraining TFRecord files, in parallel and in bounded memory.
+
+The main process reads the corpus as chunks of documents (`pretraining_corpus`), hands them to
+worker processes (`pretraining_chunks`: tokenize, pack, shuffle, mask, encode), takes their records
+back in chunk order, mixes them across chunks in a seeded shuffle buffer and deals them
+round-robin over the output files. At most `num_workers + 2` chunks are in flight, so memory
+depends on the chunk and buffer sizes, never on the corpus size. Every random draw is seeded by
+(random_seed, chunk index) or by random_seed alone, so the files are byte-identical for the same
+inputs, seed and flags, whatever `num_workers` is.
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import logging
+import multiprocessing
+import os
+import time
+from typing import Callable, Iterator, Sequence
+
+import numpy as np
+
+from data import pretraining_chunks
+from data import pretraining_corpus
+from data import tfrecord_io
+from data.pretraining_summary import WriteSummary
+
+
+@dataclasses.dataclass(frozen=True)
+class WriterOptions:
+    """How the work is spread and reported (none of it changes the output except as noted).
+
+    Attributes:
+      num_workers: worker processes; 0 or 1 works in this process.
+      chunk_bytes: input bytes per chunk (changes the output: a chunk is the window random next
+        sentences come from and the unit seeds are tied to).
+      min_chunk_documents: documents per chunk at least (changes the output, as chunk_bytes).
+      shuffle_buffer_size: instances held back to mix chunks (changes the output order).
+      progress_interval_s: seconds between progress lines.
+    """
+
+    num_workers: int = 1
+    chunk_bytes: int = 1 << 20
+    min_chunk_documents: int = 64
+    shuffle_buffer_size: int = 100_000
+    progress_interval_s: float = 30.0
+
+    def validate(self) -> None:
+        """Raises ValueError naming the first out-of-range option."""
+        if self.num_workers < 0:
+            raise ValueError(f"num_workers={self.num_workers} must be >= 0")
+        if self.chunk_bytes < 1:
+            raise ValueError(f"chunk_bytes={self.chunk_bytes} must be >= 1")
+        if self.min_chunk_documents < 1:
+            raise ValueError(f"min_chunk_documents={self.min_chunk_documents} must be >= 1")
+        if self.shuffle_buffer_size < 0:
+            raise ValueError(f"shuffle_buffer_size={self.shuffle_buffer_size} must be >= 0")
+
+
+class ShuffleBuffer:
+    """Holds back up to `capacity` records and releases a uniformly random subset on overflow."""
+
+    def __init__(self, capacity: int, rng: np.random.Generator):
+        self.capacity = capacity
+        self._rng = rng
+        self._records: list[bytes] = []
+
+    def add(self, records: list[bytes]) -> list[bytes]:
+        """Adds `records`; returns the records that leave the buffer."""
+        self._records.extend(records)
+        overflow = len(self._records) - self.capacity
+        if overflow <= 0:
+            return []
+        held = self._records
+        order = self._rng.permutation(len(held)).tolist()
+        self._records = [held[i] for i in order[overflow:]]
+        return [held[i] for i in order[:overflow]]
+
+    def drain(self) -> list[bytes]:
+        """Returns every remaining record, in random order."""
+        held, self._records = self._records, []
+        return [held[i] for i in self._rng.permutation(len(held)).tolist()]
+
+
+def _map_chunks(chunks: Iterator[pretraining_corpus.CorpusChunk],
+                settings: pretraining_chunks.ChunkSettings,
+                num_workers: int) -> Iterator[pretraining_chunks.ChunkResult]:
+    """Processes chunks in worker processes; yields results in chunk order."""
+    if num_workers <= 1:
+        processor = pretraining_chunks.ChunkProcessor(settings)
+        for chunk in chunks:
+            yield processor.process(chunk)
+        return
+    # "spawn": the parent may hold TensorFlow's threads, which do not survive a fork.
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(num_workers, initializer=pretraining_chunks.init_worker,
+                      initargs=(settings,)) as pool:
+        in_flight: collections.deque = collections.deque()
+        for chunk in chunks:
+            in_flight.append(pool.apply_async(pretraining_chunks.process_chunk_in_worker,
+                                              (chunk,)))
+            if len(in_flight) >= num_workers + 2:
+                yield in_flight.popleft().get()
+        while in_flight:
+            yield in_flight.popleft().get()
+
+
+class _RoundRobinFiles:
+    """Deals records over atomic output files, the original writer's record i -> file i % n."""
+
+    def __init__(self, paths: Sequence[str]):
+        self.files: list[tfrecord_io.AtomicRecordFile] = []
+        try:
+            for path in paths:
+                self.files.append(tfrecord_io.AtomicRecordFile(path))
+        except BaseException:
+            self.abort()
+            raise
+        self.num_written = 0
+
+    def write(self, records: list[bytes]) -> None:
+        count = len(self.files)
+        for offset, output in enumerate(self.files):
+            output.write_framed(records[(offset - self.num_written) % count::count])
+        self.num_written += len(records)
+
+    def commit(self) -> None:
+        for output in self.files:
+            output.commit()
+
+    def abort(self) -> None:
+        for output in self.files:
+            output.abort()
+
+
+def write_pretraining_records(input_files: Sequence[str], output_files: Sequence[str],
+                              settings: pretraining_chunks.ChunkSettings,
+                              options: WriterOptions,
+                              log: Callable[[str], None] = logging.getLogger(__name__).info
+                              ) -> WriteSummary:
+    """Writes the pretraining records of `input_files` to `output_files`.
+
+    The caller validates the paths, vocabulary and settings first (`create_pretraining_data.py`
+    does); nothing here is written under a final name before every record is written.
+
+    Args:
+      input_files: text files, read in this order.
+      output_files: TFRecord files, filled round-robin.
+      settings: vocabulary, casing, sampling flags and seed.
+      options: parallelism, chunking, mixing and progress reporting.
+      log: receives progress lines.
+
+    Returns:
+      What was read, skipped and written.
+    """
+    counts = pretraining_corpus.ReadCounts()
+    summary = WriteSummary(list(output_files), [0] * len(output_files),
+                           total_input_bytes=sum(os.path.getsize(p) for p in input_files))
+    chunks = pretraining_corpus.iter_chunks(input_files, options.chunk_bytes,
+                                            options.min_chunk_documents, counts)
+    buffer = ShuffleBuffer(options.shuffle_buffer_size, np.random.default_rng(
+        np.random.SeedSequence([settings.random_seed % (1 << 64), 1 << 32])))
+    outputs = _RoundRobinFiles(output_files)
+    start = last_report = time.monotonic()
+    try:
+        for result in _map_chunks(chunks, settings, options.num_workers):
+            summary.add_chunk(result)
+            outputs.write(buffer.add(result.records))
+            summary.instances_written = outputs.num_written
+            now = time.monotonic()
+            if now - last_report >= options.progress_interval_s:
+                log(summary.progress_line(counts, now - start))
+                last_report = now
+        outputs.write(buffer.drain())
+        outputs.commit()
+    except BaseException:
+        outputs.abort()
+        raise
+    summary.finish(counts, [output.num_records for output in outputs.files],
+                   time.monotonic() - start)
+    return summary
