@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from data.output_files import write_eval_results
 from data.pretraining_dataset import pretraining_dataset
+from modeling.checkpoint_names import tf1_name
 from modeling.checkpoints import load_checkpoint
 from modeling.config import BertConfig
 from modeling.pretrainer import BertPretrainer, pretraining_losses, pretraining_metric_sums
@@ -96,9 +97,19 @@ def _train(strategy, config: BertConfig) -> BertPretrainer:
     if common_flags.is_chief(strategy):
         save_tf1_checkpoint(model, os.path.join(FLAGS.output_dir, "bert_model.ckpt"),
                             global_step=int(optimizer.iterations.numpy()),
-                            update_state_file=False)
+                            extra=_optimizer_slots(optimizer), update_state_file=False)
         config.to_json_file(os.path.join(FLAGS.output_dir, "bert_config.json"))
     return model
+
+
+def _optimizer_slots(optimizer) -> dict:
+    """The moments under the original's names (`<variable>/adam_m`, `<variable>/adam_v`)."""
+    optimizer = getattr(optimizer, "inner_optimizer", optimizer)
+    slots = {}
+    for path, (m, v) in optimizer.moment_slots().items():
+        slots[f"{tf1_name(path)}/adam_m"] = m.numpy()
+        slots[f"{tf1_name(path)}/adam_v"] = v.numpy()
+    return slots
 
 
 def _accuracy(outputs, batch):

@@ -158,8 +158,19 @@ class Trainer:
                 self._log(writer, step, logs, rate)
             if step % self.config.save_checkpoints_steps == 0 or \
                     step == self.config.num_train_steps:
+                self._check_weights_finite(step)
                 checkpoints.save(step)
         return logs
+
+    def _check_weights_finite(self, step: int) -> None:
+        finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(v))
+                                for v in self.model.trainable_variables])
+        if not bool(finite):
+            bad = [v.path for v in self.model.trainable_variables
+                   if not bool(tf.reduce_all(tf.math.is_finite(v)))]
+            raise NonFiniteLossError(
+                f"weights became NaN or infinite at step {step} ({', '.join(bad[:5])}); the last "
+                f"good checkpoint in {self.config.output_dir} is left as it was")
 
     def _log(self, writer, step, logs, examples_per_second):
         learning_rate = float(self.optimizer.learning_rate.numpy()) \
