@@ -1,0 +1,133 @@
+"""Which head a checkpoint carries, and the model class that holds it.
+
+A checkpoint is described by its original TF1 variable names: the encoder's (`bert/...`) plus at
+most one head's. Head variables are those of `checkpoint_names.HEAD_TABLE`, grouped by the Keras
+layer that owns them; the classifier's and token classifier's label counts are the rows of their
+`output_weights`. Anything else is an error that names it, so that no weight is silently dropped.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any
+
+import keras
+
+from modeling.checkpoint_names import ENCODER_TABLE, HEAD_TABLE, is_optimizer_state
+from modeling.config import BertConfig
+from modeling.encoder import BertEncoder
+from modeling.pretrainer import BertPretrainer
+from modeling.task_models import (BertClassifier, BertMultipleChoice, BertSpanLabeler,
+                                  BertTokenClassifier)
+
+ENCODER = "encoder"
+# (head, Keras layers holding its variables, model class, takes num_labels).
+HEADS = (
+    (ENCODER, (), BertEncoder, False),
+    ("pretraining", ("masked_lm", "next_sentence"), BertPretrainer, False),
+    ("classifier", ("classifier",), BertClassifier, True),
+    ("squad", ("squad",), BertSpanLabeler, False),
+    ("multiple_choice", ("multiple_choice",), BertMultipleChoice, False),
+    ("token_classifier", ("token_classifier",), BertTokenClassifier, True),
+)
+HEAD_NAMES = tuple(row[0] for row in HEADS)
+
+
+def _head_variables() -> dict[str, tuple[str, ...]]:
+    """{head: original names of its variables}, each HEAD_TABLE row owned by exactly one head."""
+    owner = {layer: head for head, layers, _, _ in HEADS for layer in layers}
+    variables: dict[str, list[str]] = {head: [] for head in HEAD_NAMES}
+    for tf1, keras_path in HEAD_TABLE:
+        layer = keras_path.split("/")[0]
+        if layer not in owner:
+            raise AssertionError(f"the head variable {tf1!r} belongs to no head")
+        variables[owner[layer]].append(tf1)
+    return {head: tuple(names) for head, names in variables.items()}
+
+
+HEAD_VARIABLES = _head_variables()
+_ENCODER_NAME = re.compile(
+    "^(" + "|".join(re.escape(tf1).replace(r"\{i\}", r"\d+") for tf1, _ in ENCODER_TABLE) + ")$")
+
+
+class UnsupportedCheckpointError(ValueError):
+    """The checkpoint holds variables or heads that no model of this project has."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    """The model a checkpoint belongs to: its head and, for classifiers, the label count."""
+
+    # One of HEAD_NAMES; "encoder" for a bare encoder.
+    head: str
+    # Rows of the classifier's or token classifier's output_weights; None for other heads.
+    num_labels: int | None = None
+
+    def __post_init__(self):
+        if self.head not in HEAD_NAMES:
+            raise ValueError(f"unknown head {self.head!r}; valid heads: {', '.join(HEAD_NAMES)}")
+        takes_labels = _row(self.head)[3]
+        if takes_labels != (self.num_labels is not None):
+            raise ValueError(f"head {self.head!r} {'needs' if takes_labels else 'takes no'} "
+                             f"num_labels (got {self.num_labels!r})")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> "ModelSpec":
+        return cls(head=values["head"], num_labels=values.get("num_labels"))
+
+
+def _row(head: str):
+    return next(row for row in HEADS if row[0] == head)
+
+
+def detect_model_spec(shapes: dict[str, tuple[int, ...]], source: str = "checkpoint"
+                      ) -> ModelSpec:
+    """Finds the head of a checkpoint from its original variable names and shapes.
+
+    Args:
+        shapes: {original name: shape}; optimizer state is ignored.
+        source: what to call the checkpoint in errors.
+
+    Raises:
+        UnsupportedCheckpointError: unknown variables, a head with missing variables, or more
+            than one head.
+    """
+    names = {name for name in shapes if not is_optimizer_state(name)}
+    head_of = {tf1: head for head, tf1s in HEAD_VARIABLES.items() for tf1 in tf1s}
+    unknown = sorted(n for n in names if n not in head_of and not _ENCODER_NAME.match(n))
+    if unknown:
+        raise UnsupportedCheckpointError(
+            f"{source}: {len(unknown)} variables belong to no head this project has: "
+            + ", ".join(unknown))
+    found = sorted({head_of[n] for n in names if n in head_of})
+    if len(found) > 1:
+        raise UnsupportedCheckpointError(f"{source}: holds more than one head: {', '.join(found)}")
+    if not found:
+        return ModelSpec(ENCODER)
+    head = found[0]
+    missing = sorted(set(HEAD_VARIABLES[head]) - names)
+    if missing:
+        raise UnsupportedCheckpointError(
+            f"{source}: the {head} head is incomplete; missing {', '.join(missing)}")
+    if not _row(head)[3]:
+        return ModelSpec(head)
+    return ModelSpec(head, num_labels=int(shapes[HEAD_VARIABLES[head][0]][0]))
+
+
+def build_model(config: BertConfig, spec: ModelSpec) -> keras.Model:
+    """A freshly initialised model of the spec's class; every variable exists on return."""
+    _, _, model_class, takes_labels = _row(spec.head)
+    if takes_labels:
+        return model_class(config, num_labels=spec.num_labels)
+    return model_class(config)
+
+
+def model_spec(model: keras.Model) -> ModelSpec:
+    """The spec of a built model (the inverse of `build_model`)."""
+    for head, _, model_class, takes_labels in HEADS:
+        if type(model) is model_class:
+            return ModelSpec(head, model.num_labels if takes_labels else None)
+    raise ValueError(f"{type(model).__name__} is not one of this project's BERT models")

@@ -1,0 +1,201 @@
+"""SavedModel serving modules: raw text in, the task's outputs out, tokenization in the graph.
+
+The tokenizer is passed in (an in-graph WordPiece tokenizer with `tokenize_with_offsets` and
+`pack`, as `data.text_tokenizer.TextTokenizer`), so this module does not depend on `data/`.
+
+- `TextModelServer`: one SavedModel from text to the head's outputs (classifier probabilities,
+  SQuAD start/end logits, token-classifier probabilities, or the encoder's pooled and sequence
+  outputs), with each token's character offsets in its text.
+- `Preprocessor` and `EncoderServer`: the TF-Hub-style pair; text -> `input_word_ids`,
+  `input_mask`, `input_type_ids`, and those -> `pooled_output`, `sequence_output`.
+
+Texts longer than `max_seq_length` are truncated as the original `convert_single_example` does
+(pairs: the longer side first); SQuAD serving scores one window, without the document stride.
+"""
+from __future__ import annotations
+
+from typing import Protocol
+
+import keras
+import tensorflow as tf
+
+from modeling.heads_detection import model_spec
+from modeling.pretrainer import BertPretrainer
+
+TEXT = tf.TensorSpec([None], tf.string)
+_HUB_NAMES = (("input_word_ids", "input_ids"), ("input_mask", "input_mask"),
+              ("input_type_ids", "segment_ids"))
+
+
+class InGraphTokenizer(Protocol):
+    """What the serving modules need of a tokenizer (`data.text_tokenizer.TextTokenizer`)."""
+
+    do_lower_case: bool
+
+    def tokenize_with_offsets(self, texts: tf.Tensor
+                              ) -> tuple[tf.RaggedTensor, tf.RaggedTensor, tf.RaggedTensor]: ...
+
+    def pack(self, first_ids: tf.RaggedTensor, second_ids: tf.RaggedTensor | None,
+             max_seq_length: int) -> dict[str, tf.Tensor]: ...
+
+
+class _UntrackedModel:
+    """Calls a Keras model without the module tracking it; the module holds its tf.Variables.
+
+    Keras 3 variables wrap tf.Variables. A SavedModel that tracks the Keras model stores every
+    weight once per wrapper and is not restorable by TF1-style loaders (TF Serving,
+    `saved_model_cli run`, the C++ and Java APIs); one that tracks the tf.Variables is, once.
+    """
+
+    def __init__(self, model: keras.Model):
+        self._model = model
+        self.variables = [variable.value for variable in model.weights]
+
+    def __call__(self, features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        return self._model(features, training=False)
+
+
+def _prefix(ragged: tf.RaggedTensor, lengths: tf.Tensor) -> tf.RaggedTensor:
+    """The first `lengths[b]` items of each row b of `ragged` [B, (N)]."""
+    index = tf.ragged.range(ragged.row_lengths())
+    return tf.ragged.boolean_mask(ragged, index < lengths[:, tf.newaxis])
+
+
+def packed_offsets(features: dict[str, tf.Tensor], first: tf.RaggedTensor,
+                   second: tf.RaggedTensor | None) -> tf.Tensor:
+    """Lays per-token values of the segments out as the packed `[CLS] A [SEP] B [SEP]`.
+
+    How many tokens of each segment were kept is read off the packed features, so the layout is
+    the packer's whatever its truncation rule.
+
+    Args:
+        features: packed `input_mask`, `segment_ids`, int32 [B, T].
+        first, second: int64 RaggedTensors [B, (tokens)] of segments A and B (B may be None).
+
+    Returns:
+        int64 [B, T]: the values at their token's position; -1 at [CLS], [SEP] and padding.
+    """
+    real = features["input_mask"] > 0
+    def count(segment):
+        return tf.reduce_sum(tf.cast(real & (features["segment_ids"] == segment), tf.int64), 1)
+    kept_first, second_length = count(0) - 2, count(1)
+    rows = tf.shape(features["input_mask"], out_type=tf.int64)[0]
+    marker = tf.RaggedTensor.from_row_lengths(tf.fill([rows], tf.constant(-1, tf.int64)),
+                                              tf.ones([rows], tf.int64))
+    pieces = [marker, _prefix(first, kept_first), marker]
+    if second is not None:
+        pieces += [_prefix(second, tf.maximum(second_length - 1, 0)),
+                   tf.ragged.boolean_mask(marker, (second_length > 0)[:, tf.newaxis])]
+    length = features["input_mask"].shape[1]
+    return tf.concat(pieces, axis=1).to_tensor(-1, shape=[None, length])
+
+
+class _TextModule(tf.Module):
+    """Tokenizes and packs one or two texts, keeping each token's offsets."""
+
+    def __init__(self, tokenizer: InGraphTokenizer, max_seq_length: int, vocab_file: str,
+                 name: str | None = None):
+        super().__init__(name=name)
+        self.tokenizer = tokenizer
+        self.max_seq_length = max_seq_length
+        # As TF-Hub BERT modules: the vocabulary travels as an asset, the casing as a variable.
+        self.vocab_file = tf.saved_model.Asset(vocab_file)
+        self.do_lower_case = tf.Variable(tokenizer.do_lower_case, trainable=False)
+
+    def _features(self, first: tf.Tensor, second: tf.Tensor | None = None):
+        """Packed features and [B, T] token offsets of text(s) tf.string [B]."""
+        ids, begin, end = self.tokenizer.tokenize_with_offsets(first)
+        second_ids = second_begin = second_end = None
+        if second is not None:
+            second_ids, second_begin, second_end = self.tokenizer.tokenize_with_offsets(second)
+        features = self.tokenizer.pack(ids, second_ids, self.max_seq_length)
+        offsets = {"token_begin": packed_offsets(features, begin, second_begin),
+                   "token_end": packed_offsets(features, end, second_end)}
+        return features, offsets
+
+
+class Preprocessor(_TextModule):
+    """Text -> `input_word_ids`, `input_mask`, `input_type_ids` int32 [B, max_seq_length]."""
+
+    def _hub_features(self, first, second=None):
+        features, _ = self._features(first, second)
+        return {hub: features[key] for hub, key in _HUB_NAMES}
+
+    def signatures(self) -> dict[str, tf.types.experimental.ConcreteFunction]:
+        single = tf.function(lambda text: self._hub_features(text), input_signature=[TEXT])
+        pair = tf.function(lambda text_a, text_b: self._hub_features(text_a, text_b),
+                           input_signature=[TEXT, TEXT])
+        return {"serving_default": single.get_concrete_function(),
+                "serving_pair": pair.get_concrete_function()}
+
+
+class EncoderServer(tf.Module):
+    """`input_word_ids`, `input_mask`, `input_type_ids` -> `pooled_output`, `sequence_output`."""
+
+    def __init__(self, encoder: keras.Model, vocab_file: str, do_lower_case: bool,
+                 name: str | None = None):
+        super().__init__(name=name)
+        untracked = _UntrackedModel(encoder)
+        self._encoder = untracked
+        self.encoder_variables = untracked.variables
+        self.vocab_file = tf.saved_model.Asset(vocab_file)
+        self.do_lower_case = tf.Variable(do_lower_case, trainable=False)
+
+    def _encode(self, input_word_ids, input_mask, input_type_ids):
+        outputs = self._encoder({"input_ids": input_word_ids, "input_mask": input_mask,
+                                 "segment_ids": input_type_ids})
+        return {"pooled_output": outputs["pooled_output"], "default": outputs["pooled_output"],
+                "sequence_output": outputs["sequence_output"]}
+
+    def signatures(self) -> dict[str, tf.types.experimental.ConcreteFunction]:
+        spec = [tf.TensorSpec([None, None], tf.int32, name) for name, _ in _HUB_NAMES]
+        encode = tf.function(self._encode, input_signature=spec)
+        return {"serving_default": encode.get_concrete_function()}
+
+
+class TextModelServer(_TextModule):
+    """Text -> the outputs of a model's head, plus `input_mask`, `segment_ids` and the code-point
+    offsets `token_begin`/`token_end` [B, T] of each token in its text (-1 for special tokens).
+
+    Signatures: SQuAD `serving_default(question, context)`; other heads `serving_default(text)`
+    and `serving_pair(text_a, text_b)`. A multiple-choice model has no text signature.
+    """
+
+    def __init__(self, model: keras.Model, tokenizer: InGraphTokenizer, max_seq_length: int,
+                 vocab_file: str, name: str | None = None):
+        super().__init__(tokenizer, max_seq_length, vocab_file, name=name)
+        self.spec = model_spec(model)
+        if self.spec.head == "multiple_choice":
+            raise ValueError("a multiple-choice model has no text serving signature")
+        # The pretraining heads need masked positions: a pretrainer serves its encoder.
+        untracked = _UntrackedModel(model.encoder if isinstance(model, BertPretrainer) else model)
+        self._model = untracked
+        self.model_variables = untracked.variables
+
+    def _head_outputs(self, features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        outputs = self._model(features)
+        head, num_labels = self.spec.head, self.spec.num_labels
+        if head in ("encoder", "pretraining"):
+            return {k: outputs[k] for k in ("pooled_output", "sequence_output")}
+        if head == "squad":
+            return {k: outputs[k] for k in ("start_logits", "end_logits")}
+        if num_labels == 1:
+            return {"logits": outputs["logits"], "predictions": outputs["logits"][..., 0]}
+        return {"logits": outputs["logits"],
+                "probabilities": tf.nn.softmax(outputs["logits"], axis=-1)}
+
+    def _serve(self, first, second=None):
+        features, offsets = self._features(first, second)
+        return {**self._head_outputs(features), **offsets, "input_mask": features["input_mask"],
+                "segment_ids": features["segment_ids"]}
+
+    def signatures(self) -> dict[str, tf.types.experimental.ConcreteFunction]:
+        if self.spec.head == "squad":
+            squad = tf.function(lambda question, context: self._serve(question, context),
+                                input_signature=[TEXT, TEXT])
+            return {"serving_default": squad.get_concrete_function()}
+        single = tf.function(lambda text: self._serve(text), input_signature=[TEXT])
+        pair = tf.function(lambda text_a, text_b: self._serve(text_a, text_b),
+                           input_signature=[TEXT, TEXT])
+        return {"serving_default": single.get_concrete_function(),
+                "serving_pair": pair.get_concrete_function()}
