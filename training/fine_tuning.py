@@ -53,6 +53,19 @@ def fit(strategy: tf.distribute.Strategy, model: keras.Model,
         return dataset.batch(context.get_per_replica_batch_size(micro_batch),
                              drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 
+    return fit_dataset(strategy, model, optimizer, loss_fn, dataset_fn, batch_size,
+                       num_train_steps, output_dir, save_checkpoints_steps, jit_compile,
+                       gradient_accumulation_steps)
+
+
+def fit_dataset(strategy: tf.distribute.Strategy, model: keras.Model,
+                optimizer: keras.optimizers.Optimizer, loss_fn: LossFn,
+                dataset_fn: Callable[[tf.distribute.InputContext], tf.data.Dataset],
+                batch_size: int, num_train_steps: int, output_dir: str,
+                save_checkpoints_steps: int = 1000, jit_compile: bool = False,
+                gradient_accumulation_steps: int = 1) -> dict:
+    """Trains for `num_train_steps` global batches on the micro-batches of `dataset_fn` (an
+    infinite, deterministic dataset per input context); resumable."""
     config = TrainingConfig(
         num_train_steps=num_train_steps, output_dir=output_dir,
         save_checkpoints_steps=save_checkpoints_steps,
