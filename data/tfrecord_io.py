@@ -10,7 +10,7 @@ with two 16-bit lookup tables, one NumPy operation per step for every record of 
 from __future__ import annotations
 
 import os
-import tempfile
+import uuid
 from typing import Sequence
 
 import numpy as np
@@ -134,9 +134,10 @@ class AtomicRecordFile:
     def __init__(self, path: str):
         self.path = path
         directory, name = os.path.split(os.path.abspath(path))
-        handle, self._temp_path = tempfile.mkstemp(prefix=f".{name}.", suffix=".incomplete",
-                                                   dir=directory)
-        self._file = os.fdopen(handle, "wb")
+        # A fresh name, created with the usual permissions (mkstemp would make it private).
+        self._temp_path = os.path.join(directory,
+                                       f".{name}.{os.getpid()}-{uuid.uuid4().hex}.incomplete")
+        self._file = open(self._temp_path, "xb")
         self.num_records = 0
 
     def write_framed(self, framed_records: Sequence[bytes]) -> None:

@@ -1,0 +1,65 @@
+"""Tests of data/pretraining_records.py: the batch encoder writes canonical Examples."""
+import numpy as np
+import tensorflow as tf
+
+from data import pretraining_records
+from data import tfrecord_schema as schema
+
+
+def _random_batch(rng, rows, max_seq_length, max_predictions, vocab_size):
+    lengths = rng.integers(5, max_seq_length + 1, rows)
+    a_lengths = np.array([rng.integers(1, n - 3) if n > 4 else 1 for n in lengths])
+    input_ids = rng.integers(0, vocab_size, (rows, max_seq_length)).astype(np.int32)
+    input_ids[np.arange(max_seq_length)[None, :] >= lengths[:, None]] = 0
+    num_masked = rng.integers(0, max_predictions + 1, rows)
+    positions = rng.integers(1, max_seq_length, (rows, max_predictions)).astype(np.int32)
+    labels = rng.integers(0, vocab_size, (rows, max_predictions)).astype(np.int32)
+    unused = np.arange(max_predictions)[None, :] >= num_masked[:, None]
+    positions[unused] = 0
+    labels[unused] = 0
+    is_random_next = rng.random(rows) < 0.5
+    return input_ids, lengths, a_lengths, positions, labels, num_masked, is_random_next
+
+
+def _expected_record(row, input_ids, lengths, a_lengths, positions, labels, num_masked,
+                     is_random_next):
+    max_seq_length, max_predictions = input_ids.shape[1], positions.shape[1]
+    index = np.arange(max_seq_length)
+    return schema.serialize_example({
+        "input_ids": input_ids[row].tolist(),
+        "input_mask": (index < lengths[row]).astype(int).tolist(),
+        "segment_ids": ((index >= a_lengths[row] + 2) & (index < lengths[row])).astype(
+            int).tolist(),
+        "masked_lm_positions": positions[row].tolist(),
+        "masked_lm_ids": labels[row].tolist(),
+        "masked_lm_weights": [1.0] * int(num_masked[row]) + [0.0] * int(
+            max_predictions - num_masked[row]),
+        "next_sentence_labels": [int(is_random_next[row])],
+    })
+
+
+def test_records_equal_the_generic_encoder_byte_for_byte():
+    rng = np.random.default_rng(0)
+    for max_seq_length, max_predictions, vocab_size in [(128, 20, 30522), (512, 80, 119547),
+                                                        (8, 2, 100)]:
+        batch = _random_batch(rng, 50, max_seq_length, max_predictions, vocab_size)
+        encoder = pretraining_records.PretrainingRecordEncoder(max_seq_length, max_predictions,
+                                                               vocab_size)
+        records = encoder.encode(*batch)
+        assert len(records) == 50
+        for row, record in enumerate(records):
+            assert record == _expected_record(row, *batch)
+
+
+def test_records_parse_with_the_pretraining_spec():
+    rng = np.random.default_rng(1)
+    batch = _random_batch(rng, 20, 64, 10, 30522)
+    input_ids, lengths, a_lengths, positions, labels, num_masked, is_random_next = batch
+    encoder = pretraining_records.PretrainingRecordEncoder(64, 10, 30522)
+    parsed = tf.io.parse_example(encoder.encode(*batch), schema.pretraining_feature_spec(64, 10))
+    np.testing.assert_array_equal(parsed["input_ids"].numpy(), input_ids)
+    np.testing.assert_array_equal(parsed["input_mask"].numpy().sum(axis=1), lengths)
+    np.testing.assert_array_equal(parsed["masked_lm_positions"].numpy(), positions)
+    np.testing.assert_array_equal(parsed["masked_lm_ids"].numpy(), labels)
+    np.testing.assert_array_equal(parsed["masked_lm_weights"].numpy().sum(axis=1), num_masked)
+    np.testing.assert_array_equal(parsed["next_sentence_labels"].numpy()[:, 0], is_random_next)
