@@ -152,7 +152,7 @@ def hf_rows(architecture: str, num_layers: int) -> list[tuple[str, str, bool]]:
         raise ValueError(f"Hugging Face architecture {architecture!r} is not supported; supported: "
                          f"{', '.join((ENCODER_ONLY, *HF_HEAD_TABLES))}")
     return (list(_expand(HF_ENCODER_TABLE, num_layers, BASE_PREFIX))
-            + list(_expand(HF_HEAD_TABLES[architecture], num_layers, BASE_PREFIX)))
+            + list(_expand(HF_HEAD_TABLES[architecture], num_layers, "")))
 
 
 def to_hf_arrays(values: dict[str, np.ndarray], architecture: str,
