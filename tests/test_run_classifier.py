@@ -1,0 +1,359 @@
+"""End-to-end tests of run_classifier.py: the real command line on small files in the GLUE layouts.
+
+Every task is fine-tuned for two steps from a tiny random checkpoint, evaluated and predicted; the
+output files are checked for their keys, row counts and consistency. The original code's tiny
+fine-tuned classifier gives the probabilities the original computed; an easy generated task is
+learned to high accuracy, with the best epoch's model kept and reloaded.
+"""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from data import synthetic_corpus
+from data.glue_tasks import get_task
+from modeling.config import BertConfig
+from modeling.encoder import BertEncoder
+from modeling.tf1_checkpoint import save_tf1_checkpoint
+from tests.conftest import REPO_ROOT
+
+_SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+_MNLI_COLUMNS = ["index", "promptID", "pairID", "genre", "sentence1_binary_parse",
+                 "sentence2_binary_parse", "sentence1_parse", "sentence2_parse", "sentence1",
+                 "sentence2"]
+_NUM_TRAIN, _NUM_DEV, _NUM_TEST = 8, 7, 5
+
+
+# ----------------------------------------------------------------------------- generated GLUE data
+
+def _texts(num_rows: int, seed: int) -> list[tuple[str, str]]:
+    rows = synthetic_corpus.sentiment_rows(2 * num_rows, seed)
+    return [(rows[2 * i][0], rows[2 * i + 1][0]) for i in range(num_rows)]
+
+
+def _labels(task_name: str, num_rows: int, seed: int) -> list[str]:
+    rng = np.random.default_rng(seed)
+    task = get_task(task_name)
+    if task.is_regression:
+        return [f"{score:.3f}" for score in rng.uniform(0.0, 5.0, num_rows)]
+    return [task.labels[i] for i in rng.integers(0, len(task.labels), num_rows)]
+
+
+# Per task: header (None for none) and row of a labelled file, then of the test file, from
+# (row number, text a, text b, label). The exact column layouts of the GLUE distribution.
+_LAYOUTS = {
+    "cola": (None, lambda i, a, b, y: ["gj04", y, "" if y == "1" else "*", a],
+             ["index", "sentence"], lambda i, a, b, y: [str(i), a]),
+    "sst2": (["sentence", "label"], lambda i, a, b, y: [a, y],
+             ["index", "sentence"], lambda i, a, b, y: [str(i), a]),
+    "mrpc": (["\ufeffQuality", "#1 ID", "#2 ID", "#1 String", "#2 String"],
+             lambda i, a, b, y: [y, str(1000 + i), str(2000 + i), a, b],
+             ["index", "#1 ID", "#2 ID", "#1 String", "#2 String"],
+             lambda i, a, b, y: [str(i), str(1000 + i), str(2000 + i), a, b]),
+    "stsb": (["index", "genre", "filename", "year", "old_index", "source1", "source2",
+              "sentence1", "sentence2", "score"],
+             lambda i, a, b, y: [str(i), "main-captions", "MSRvid", "2012test", f"{i:04d}",
+                                 "none", "none", a, b, y],
+             ["index", "genre", "filename", "year", "old_index", "source1", "source2",
+              "sentence1", "sentence2"],
+             lambda i, a, b, y: [str(i), "main-news", "headlines", "2016", f"{i:04d}", "none",
+                                 "none", a, b]),
+    "qqp": (["id", "qid1", "qid2", "question1", "question2", "is_duplicate"],
+            lambda i, a, b, y: [str(i), str(2 * i + 1), str(2 * i + 2), a, b, y],
+            ["id", "question1", "question2"], lambda i, a, b, y: [str(i), a, b]),
+    "mnli": (_MNLI_COLUMNS + ["label1", "gold_label"],
+             lambda i, a, b, y: [str(i), str(100 + i), f"{i}n", "fiction", "( x )", "( y )",
+                                 "(ROOT x)", "(ROOT y)", a, b, y, y],
+             _MNLI_COLUMNS,
+             lambda i, a, b, y: [str(i), str(100 + i), f"{i}n", "fiction", "( x )", "( y )",
+                                 "(ROOT x)", "(ROOT y)", a, b]),
+    "qnli": (["index", "question", "sentence", "label"], lambda i, a, b, y: [str(i), a, b, y],
+             ["index", "question", "sentence"], lambda i, a, b, y: [str(i), a, b]),
+    "rte": (["index", "sentence1", "sentence2", "label"], lambda i, a, b, y: [str(i), a, b, y],
+            ["index", "sentence1", "sentence2"], lambda i, a, b, y: [str(i), a, b]),
+    "wnli": (["index", "sentence1", "sentence2", "label"], lambda i, a, b, y: [str(i), a, b, y],
+             ["index", "sentence1", "sentence2"], lambda i, a, b, y: [str(i), a, b]),
+}
+# MNLI's dev files carry five annotator labels.
+_MNLI_DEV_HEADER = _MNLI_COLUMNS + ["label1", "label2", "label3", "label4", "label5",
+                                    "gold_label"]
+
+
+def _write_tsv(path: pathlib.Path, header, rows) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = ([header] if header else []) + rows
+    path.write_text("".join("\t".join(line) + "\n" for line in lines), encoding="utf-8")
+
+
+def _glue_rows(task_name: str, num_rows: int, seed: int, labelled: bool) -> list[list[str]]:
+    _, labelled_row, _, test_row = _LAYOUTS[task_name]
+    make_row = labelled_row if labelled else test_row
+    labels = _labels(task_name, num_rows, seed)
+    return [make_row(i, a, b, y) for i, ((a, b), y) in enumerate(zip(_texts(num_rows, seed),
+                                                                      labels))]
+
+
+def _write_glue_task(folder: pathlib.Path, task_name: str) -> dict[str, list[list[str]]]:
+    """Writes train, dev(s) and test(s) of a task; returns the test rows per split name."""
+    header, _, test_header, _ = _LAYOUTS[task_name]
+    _write_tsv(folder / "train.tsv", header, _glue_rows(task_name, _NUM_TRAIN, 1, True))
+    test_rows = {}
+    for split in get_task(task_name).splits:
+        if split.role == "eval":
+            dev_rows = _glue_rows(task_name, _NUM_DEV, 2, True)
+            if task_name == "mnli":
+                header = _MNLI_DEV_HEADER
+                dev_rows = [row[:-1] + [row[-1]] * 5 for row in dev_rows]
+            _write_tsv(folder / split.file_name, header, dev_rows)
+        elif split.role == "predict":
+            test_rows[split.name] = _glue_rows(task_name, _NUM_TEST, 3, False)
+            _write_tsv(folder / split.file_name, test_header, test_rows[split.name])
+    return test_rows
+
+
+def _write_xnli(folder: pathlib.Path) -> None:
+    train = [[a, b, y] for (a, b), y in zip(_texts(_NUM_TRAIN, 1), _labels("xnli", _NUM_TRAIN, 1))]
+    train[0][2] = "contradictory"  # the MultiNLI translation's spelling
+    _write_tsv(folder / "multinli" / "multinli.train.zh.tsv", ["premise", "hypo", "label"], train)
+    dev = [[language, y, "x", "y", "x", "y", a, b, str(i), str(i), "facetoface"]
+           for i, ((a, b), y) in enumerate(zip(_texts(2 * _NUM_DEV, 2),
+                                               _labels("xnli", 2 * _NUM_DEV, 2)))
+           for language in (("zh",) if i < _NUM_DEV else ("de",))]
+    _write_tsv(folder / "xnli.dev.tsv",
+               ["language", "gold_label", "sentence1_binary_parse", "sentence2_binary_parse",
+                "sentence1_parse", "sentence2_parse", "sentence1", "sentence2", "promptID",
+                "pairID", "genre"], dev)
+
+
+# ----------------------------------------------------------------------------- model and CLI
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory) -> dict[str, str]:
+    """A random 1-layer, hidden-16 BERT in the original format, with a vocab of the generated words."""
+    folder = tmp_path_factory.mktemp("tiny_bert")
+    words = sorted({word for text, _ in synthetic_corpus.sentiment_rows(500, 0)
+                    for word in text.split()} | set(synthetic_corpus.PEOPLE))
+    (folder / "vocab.txt").write_text("\n".join(_SPECIAL_TOKENS + words) + "\n", encoding="utf-8")
+    config = BertConfig(vocab_size=len(_SPECIAL_TOKENS) + len(words), hidden_size=32,
+                        num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+                        max_position_embeddings=64, type_vocab_size=2)
+    config.to_json_file(str(folder / "bert_config.json"))
+    keras.utils.set_random_seed(0)
+    save_tf1_checkpoint(BertEncoder(config), str(folder / "bert_model.ckpt"))
+    return {"vocab_file": str(folder / "vocab.txt"),
+            "bert_config_file": str(folder / "bert_config.json"),
+            "init_checkpoint": str(folder / "bert_model.ckpt")}
+
+
+def _run(*args: str, **flags) -> subprocess.CompletedProcess:
+    command = [sys.executable, str(REPO_ROOT / "run_classifier.py"), *args]
+    command += [f"--{name}={value}" for name, value in flags.items()]
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
+    return subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO_ROOT)
+
+
+def _check_ok(result: subprocess.CompletedProcess) -> None:
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+def _eval_results(path: pathlib.Path) -> dict[str, float]:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    pairs = [line.split(" = ") for line in lines]
+    assert [key for key, _ in pairs] == sorted(key for key, _ in pairs)
+    return {key: float(value) for key, value in pairs}
+
+
+def _test_results(path: pathlib.Path) -> np.ndarray:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return np.array([[float(value) for value in line.split("\t")] for line in lines])
+
+
+def _submission(path: pathlib.Path) -> list[list[str]]:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert lines[0] == "index\tprediction"
+    return [line.split("\t") for line in lines[1:]]
+
+
+def _expected_eval_keys(task_name: str) -> set[str]:
+    metric_keys = {"cola": {"eval_accuracy", "eval_mcc"}, "mrpc": {"eval_accuracy", "eval_f1"},
+                   "qqp": {"eval_accuracy", "eval_f1"}, "stsb": {"eval_pearson", "eval_spearman"}}
+    return {"eval_loss", "global_step", "loss"} | metric_keys.get(task_name, {"eval_accuracy"})
+
+
+def _check_predictions(output_dir: pathlib.Path, task_name: str, split, test_rows) -> np.ndarray:
+    """Checks test_results and the submission file of a test split; returns the probabilities."""
+    task = get_task(task_name)
+    results = _test_results(output_dir / f"test_results{split.results_suffix}.tsv")
+    assert results.shape == (len(test_rows), task.num_labels)
+    submission = _submission(output_dir / split.submission_file)
+    assert [index for index, _ in submission] == [row[0] for row in test_rows]
+    if task.is_regression:
+        expected = [float(np.clip(score, 0.0, 5.0)) for score in results[:, 0]]
+        np.testing.assert_allclose([float(p) for _, p in submission], expected, rtol=1e-6)
+    else:
+        np.testing.assert_allclose(results.sum(axis=1), 1.0, atol=1e-5)
+        assert [p for _, p in submission] == [task.labels[i] for i in results.argmax(axis=1)]
+    return results
+
+
+def _check_fine_tuned_checkpoint(output_dir: pathlib.Path, num_labels: int, step: int) -> None:
+    reader = tf.train.load_checkpoint(str(output_dir / "model.ckpt"))
+    shapes = reader.get_variable_to_shape_map()
+    assert shapes["output_weights"] == [num_labels, 32]
+    assert shapes["output_bias"] == [num_labels]
+    assert "bert/pooler/dense/kernel" in shapes
+    assert int(reader.get_tensor("global_step")) == step
+    assert json.loads((output_dir / "bert_config.json").read_text())["hidden_size"] == 32
+
+
+# ----------------------------------------------------------------------------- tests
+
+_TRAIN_FLAGS = {"max_seq_length": 32, "train_batch_size": 4, "eval_batch_size": 4,
+                "predict_batch_size": 4, "num_train_epochs": 1, "learning_rate": 1e-3}
+
+
+@pytest.mark.parametrize("task_name", ["cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli",
+                                       "rte", "wnli"])
+def test_every_glue_task_trains_evaluates_and_predicts(tiny_model, tmp_path, task_name):
+    task = get_task(task_name)
+    test_rows = _write_glue_task(tmp_path / "data", task_name)
+    output_dir = tmp_path / "out"
+    _check_ok(_run("--do_train", "--do_eval", "--do_predict", task_name=task_name.upper(),
+                   data_dir=tmp_path / "data", output_dir=output_dir, **tiny_model,
+                   **_TRAIN_FLAGS))
+    # 8 examples in batches of 4 for one epoch.
+    _check_fine_tuned_checkpoint(output_dir, task.num_labels, 2)
+    for split in task.splits_for("eval"):
+        results = _eval_results(output_dir / f"eval_results{split.results_suffix}.txt")
+        assert set(results) == _expected_eval_keys(task_name)
+        assert results["global_step"] == 2
+        assert results["eval_loss"] > 0
+    for split in task.splits_for("predict"):
+        _check_predictions(output_dir, task_name, split, test_rows[split.name])
+
+
+def test_xnli_trains_on_one_language_and_evaluates_its_dev_rows(tiny_model, tmp_path):
+    _write_xnli(tmp_path / "xnli")
+    output_dir = tmp_path / "out"
+    _check_ok(_run("--do_train", "--do_eval", task_name="XNLI", data_dir=tmp_path / "xnli",
+                   output_dir=output_dir, **tiny_model, **_TRAIN_FLAGS))
+    _check_fine_tuned_checkpoint(output_dir, 3, 2)
+    results = _eval_results(output_dir / "eval_results.txt")
+    assert set(results) == _expected_eval_keys("xnli")
+    # 7 zh dev rows (the de rows are left out): accuracy is a multiple of 1/7.
+    assert round(results["eval_accuracy"] * _NUM_DEV, 4) == round(results["eval_accuracy"]
+                                                                  * _NUM_DEV)
+
+
+# The third example of the original's fixture, `[CLS] barracks refusal 2nd 35 sanders [SEP]` in one
+# segment, is what this text gives with an empty second text.
+_ORIGINAL_TEXT = "barracks refusal 2nd 35 sanders"
+_NLI_LABELS = ("contradiction", "entailment", "neutral")
+
+
+def _original_classifier(fixtures_dir, uncased_vocab) -> tuple[dict, dict]:
+    tiny = fixtures_dir / "original" / "tiny"
+    reference = np.load(tiny / "outputs_L16.npz")
+    flags = {"vocab_file": uncased_vocab, "bert_config_file": tiny / "bert_config.json",
+             "init_checkpoint": tiny / "classifier" / "model.ckpt", "max_seq_length": 16}
+    return flags, {"probabilities": reference["classifier_probabilities"][2],
+                   "label_id": int(reference["inputs/classifier_labels"][2])}
+
+
+def test_original_fine_tuned_classifier_gives_the_original_probabilities(fixtures_dir,
+                                                                          uncased_vocab,
+                                                                          tmp_path):
+    """The original run_classifier.py's checkpoint (3 labels) evaluated and predicted as MNLI."""
+    flags, reference = _original_classifier(fixtures_dir, uncased_vocab)
+    probabilities = reference["probabilities"]
+    row = ["0", "7", "0e", "news", "( x )", "( y )", "(ROOT x)", "(ROOT y)", _ORIGINAL_TEXT, ""]
+    # The same example twice, labelled with the fixture's label and with the predicted class.
+    dev_labels = [_NLI_LABELS[reference["label_id"]], _NLI_LABELS[int(np.argmax(probabilities))]]
+    data_dir = tmp_path / "mnli"
+    for name in ("dev_matched", "dev_mismatched"):
+        _write_tsv(data_dir / f"{name}.tsv", _MNLI_DEV_HEADER,
+                   [row + [label] * 6 for label in dev_labels])
+    for name in ("test_matched", "test_mismatched"):
+        _write_tsv(data_dir / f"{name}.tsv", _MNLI_COLUMNS, [row])
+    output_dir = tmp_path / "out"
+    _check_ok(_run("--do_eval", "--do_predict", task_name="MNLI", data_dir=data_dir,
+                   output_dir=output_dir, **flags))
+    expected_loss = -np.mean(np.log([probabilities[_NLI_LABELS.index(label)]
+                                     for label in dev_labels]))
+    for suffix in ("", "_mismatched"):
+        np.testing.assert_allclose(_test_results(output_dir / f"test_results{suffix}.tsv"),
+                                   [probabilities], atol=1e-5)
+        results = _eval_results(output_dir / f"eval_results{suffix}.txt")
+        np.testing.assert_allclose(results["eval_loss"], expected_loss, atol=1e-5)
+        np.testing.assert_allclose(results["loss"], expected_loss, atol=1e-5)
+        assert results["eval_accuracy"] == 0.5
+        # The original's checkpoint has no global_step variable.
+        assert results["global_step"] == 0
+    predicted = [["0", _NLI_LABELS[int(np.argmax(probabilities))]]]
+    assert _submission(output_dir / "MNLI-m.tsv") == predicted
+    assert _submission(output_dir / "MNLI-mm.tsv") == predicted
+
+
+def test_diagnostic_set_is_predicted_with_an_mnli_model(fixtures_dir, uncased_vocab, tmp_path):
+    flags, reference = _original_classifier(fixtures_dir, uncased_vocab)
+    rows = [["0", _ORIGINAL_TEXT, ""], ["1", "The cat sat on the mat.", "A cat sat."],
+            ["2", "Nobody came.", "Everyone came to the party, which was long and loud."]]
+    _write_tsv(tmp_path / "diagnostic" / "diagnostic.tsv", ["index", "sentence1", "sentence2"],
+               rows)
+    output_dir = tmp_path / "out"
+    _check_ok(_run("--do_predict", task_name="AX", data_dir=tmp_path / "diagnostic",
+                   output_dir=output_dir, predict_batch_size=2, **flags))
+    results = _check_predictions(output_dir, "ax", get_task("ax").splits_for("predict")[0], rows)
+    np.testing.assert_allclose(results[0], reference["probabilities"], atol=1e-5)
+    assert sorted(path.name for path in output_dir.iterdir()) == ["AX.tsv", "test_results.tsv"]
+
+
+def test_learns_an_easy_task_and_keeps_the_best_epoch(tiny_model, tmp_path):
+    data_dir = tmp_path / "sst2"
+    data_dir.mkdir()
+    (data_dir / "train.tsv").write_text(synthetic_corpus.sst2_tsv(1024, seed=11))
+    (data_dir / "dev.tsv").write_text(synthetic_corpus.sst2_tsv(101, seed=12))
+    output_dir = tmp_path / "out"
+    _check_ok(_run("--do_train", "--do_eval", "--eval_every_epoch", task_name="SST-2",
+                   data_dir=data_dir, output_dir=output_dir, **tiny_model,
+                   **{**_TRAIN_FLAGS, "train_batch_size": 16, "eval_batch_size": 8,
+                      "num_train_epochs": 3}))
+    epochs = [_eval_results(output_dir / f"eval_results_epoch_{n}.txt") for n in (1, 2, 3)]
+    assert [r["global_step"] for r in epochs] == [64, 128, 192]
+    final = _eval_results(output_dir / "eval_results.txt")
+    assert final == epochs[2]
+    assert final["eval_accuracy"] > 0.9
+    best = max(epochs, key=lambda r: r["eval_accuracy"])
+    assert _eval_results(output_dir / "best" / "eval_results.txt")["eval_accuracy"] == \
+        best["eval_accuracy"]
+    # The best model, written in the original format, reloads to the same dev results.
+    reloaded = tmp_path / "reloaded"
+    _check_ok(_run("--do_eval", task_name="sst2", data_dir=data_dir, output_dir=reloaded,
+                   vocab_file=tiny_model["vocab_file"],
+                   bert_config_file=tiny_model["bert_config_file"],
+                   init_checkpoint=output_dir / "best" / "model.ckpt", max_seq_length=32,
+                   eval_batch_size=8))
+    assert _eval_results(reloaded / "eval_results.txt") == pytest.approx(
+        _eval_results(output_dir / "best" / "eval_results.txt"), abs=1e-6)
+
+
+@pytest.mark.parametrize("args,flags,message", [
+    ((), {"task_name": "glue"}, "valid tasks: cola, sst2, mrpc"),
+    (("--do_train",), {"task_name": "rte"}, "train.tsv does not exist"),
+])
+def test_bad_input_is_reported_before_anything_is_written(tiny_model, tmp_path, args, flags,
+                                                          message):
+    _write_tsv(tmp_path / "data" / "dev.tsv", ["index", "sentence1", "sentence2", "label"],
+               [["0", "a", "b", "entailment"]])
+    output_dir = tmp_path / "out"
+    result = _run("--do_eval", *args, data_dir=tmp_path / "data", output_dir=output_dir,
+                  max_seq_length=32, **tiny_model, **flags)
+    assert result.returncode != 0
+    assert message in result.stderr
+    assert not output_dir.exists()
