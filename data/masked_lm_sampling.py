@@ -9,8 +9,11 @@ with it a `##` piece joins the previous candidate (also across a [SEP]). Each ch
 becomes [MASK] with probability 0.8, keeps its token with 0.1 and becomes a uniformly random
 vocabulary token with 0.1. Positions are reported in increasing order, with their original ids.
 
-Here a random key per word orders the words of every row at once, and the greedy fill runs one
-rank at a time across the rows.
+Rows here are `[CLS] A [SEP] B [SEP]` with their special tokens at those places only, so the
+candidates of a row are positions 1..a and a+2..n-2. Without whole-word masking the greedy fill
+takes a uniformly random subset of the target size, drawn with Floyd's algorithm one rank at a
+time for all rows. With it, a random key per word orders the words of every row and the greedy
+fill runs one rank at a time across the rows.
 """
 from __future__ import annotations
 
@@ -75,14 +78,11 @@ def num_to_predict(lengths: np.ndarray, masked_lm_prob: float,
     return np.minimum(max_predictions_per_seq, np.maximum(1, rounded))
 
 
-def _word_index(tokens: np.ndarray, candidates: np.ndarray, do_whole_word_mask: bool,
-                vocab: MaskingVocab) -> np.ndarray:
+def _word_index(tokens: np.ndarray, candidates: np.ndarray, vocab: MaskingVocab) -> np.ndarray:
     """int64 [N, L]: index of the candidate word each position belongs to (-1 before any)."""
-    starts = candidates
-    if do_whole_word_mask:
-        continuation = vocab.is_continuation[tokens] & candidates
-        after_a_candidate = (np.cumsum(candidates, axis=1) - candidates) > 0
-        starts = candidates & ~(continuation & after_a_candidate)
+    continuation = vocab.is_continuation[tokens] & candidates
+    after_a_candidate = (np.cumsum(candidates, axis=1) - candidates) > 0
+    starts = candidates & ~(continuation & after_a_candidate)
     return np.cumsum(starts, axis=1) - 1
 
 
@@ -115,48 +115,55 @@ def _choose_words(word_sizes: np.ndarray, num_words: np.ndarray, targets: np.nda
     return taken
 
 
-def _choose_tokens(candidates: np.ndarray, targets: np.ndarray, max_predictions_per_seq: int,
-                   rng: np.random.Generator) -> np.ndarray:
-    """bool [N, L]: `targets` (at most all) candidates per row, uniformly without replacement.
-
-    Without whole-word masking every word is one token, so the greedy fill takes the first
-    `targets` candidates of a random order: the candidates with the smallest random keys.
-    """
-    num_rows, max_length = candidates.shape
-    keys = rng.random((num_rows, max_length), dtype=np.float32)
-    keys[~candidates] = 2.0
-    smallest = np.argpartition(keys, max_predictions_per_seq - 1, axis=1)
-    smallest = smallest[:, :max_predictions_per_seq]
-    ranked = np.take_along_axis(
-        smallest, np.argsort(np.take_along_axis(keys, smallest, axis=1), axis=1), axis=1)
-    take = np.arange(max_predictions_per_seq)[None, :] < np.minimum(
-        targets, candidates.sum(axis=1))[:, None]
-    rows, ranks = np.nonzero(take)
-    chosen = np.zeros((num_rows, max_length), bool)
-    chosen[rows, ranked[rows, ranks]] = True
-    return chosen
-
-
 def _choose_whole_words(tokens: np.ndarray, candidates: np.ndarray, targets: np.ndarray,
-                        vocab: MaskingVocab, rng: np.random.Generator) -> np.ndarray:
-    """bool [N, L]: positions of the words the greedy fill takes (whole-word masking)."""
+                        max_predictions_per_seq: int, vocab: MaskingVocab,
+                        rng: np.random.Generator) -> np.ndarray:
+    """int64 [N, P]: increasing positions of the words taken, padded with L."""
     num_rows, max_length = tokens.shape
-    word_index = _word_index(tokens, candidates, True, vocab)
+    word_index = _word_index(tokens, candidates, vocab)
     rows = np.repeat(np.arange(num_rows), max_length).reshape(num_rows, max_length)
     word_sizes = np.bincount((rows * max_length + word_index)[candidates],
                              minlength=num_rows * max_length).reshape(num_rows, max_length)
     taken = _choose_words(word_sizes, word_index[:, -1] + 1, targets, rng)
-    return candidates & np.take_along_axis(taken, np.maximum(word_index, 0), axis=1)
+    chosen = candidates & np.take_along_axis(taken, np.maximum(word_index, 0), axis=1)
+    positions = np.where(chosen, np.arange(max_length)[None, :], max_length)
+    return np.sort(positions, axis=1)[:, :max_predictions_per_seq]
 
 
-def mask_tokens(tokens: np.ndarray, lengths: np.ndarray, masked_lm_prob: float,
-                max_predictions_per_seq: int, do_whole_word_mask: bool, vocab: MaskingVocab,
-                rng: np.random.Generator) -> MaskedLmBatch:
+def _choose_tokens(num_candidates: np.ndarray, a_lengths: np.ndarray, counts: np.ndarray,
+                   max_length: int, max_predictions_per_seq: int,
+                   rng: np.random.Generator) -> np.ndarray:
+    """int64 [N, P]: `counts` uniformly chosen candidate positions per row, increasing,
+    padded with L.
+
+    Floyd's algorithm draws a uniformly random subset of ranks in [0, num_candidates); rank r
+    is position r + 1 in A and r + 2 in B.
+    """
+    num_rows = len(counts)
+    rows = np.arange(num_rows)
+    taken = np.zeros((num_rows, max_length), bool)  # by rank
+    ranks = np.full((num_rows, max_predictions_per_seq), max_length, np.int64)
+    for step in range(int(counts.max(initial=0))):
+        active = step < counts
+        last = num_candidates - counts + step  # draw from [0, last]
+        pick = np.minimum((rng.random(num_rows) * (last + 1)).astype(np.int64), max_length - 1)
+        pick = np.where(taken[rows, pick], last, pick)
+        pick = np.where(active, pick, max_length)
+        taken[rows[active], pick[active]] = True
+        ranks[:, step] = pick
+    positions = np.where(ranks < a_lengths[:, None], ranks + 1, ranks + 2)
+    return np.sort(np.minimum(positions, max_length), axis=1)
+
+
+def mask_tokens(tokens: np.ndarray, lengths: np.ndarray, a_lengths: np.ndarray,
+                masked_lm_prob: float, max_predictions_per_seq: int, do_whole_word_mask: bool,
+                vocab: MaskingVocab, rng: np.random.Generator) -> MaskedLmBatch:
     """Chooses and replaces the masked-LM positions of every row.
 
     Args:
       tokens: int32 [N, L], `[CLS] A [SEP] B [SEP]` rows, zero-padded.
       lengths: int64 [N], real length of each row.
+      a_lengths: int64 [N], tokens of A (the first [SEP] is at a_lengths + 1).
       masked_lm_prob: share of each row's tokens to predict.
       max_predictions_per_seq: P, the most positions per row.
       do_whole_word_mask: choose all pieces of a word together.
@@ -164,26 +171,27 @@ def mask_tokens(tokens: np.ndarray, lengths: np.ndarray, masked_lm_prob: float,
       rng: NumPy generator for every draw.
     """
     num_rows, max_length = tokens.shape
-    real = np.arange(max_length)[None, :] < lengths[:, None]
-    candidates = real & (tokens != vocab.cls_id) & (tokens != vocab.sep_id)
+    num_candidates = lengths - 3
     targets = num_to_predict(lengths, masked_lm_prob, max_predictions_per_seq)
     if do_whole_word_mask:
-        chosen = _choose_whole_words(tokens, candidates, targets, vocab, rng)
+        position = np.arange(max_length)[None, :]
+        candidates = ((position >= 1) & (position < lengths[:, None] - 1)
+                      & (position != a_lengths[:, None] + 1))
+        positions = _choose_whole_words(tokens, candidates, targets, max_predictions_per_seq,
+                                        vocab, rng)
     else:
-        chosen = _choose_tokens(candidates, targets, max_predictions_per_seq, rng)
-    chosen_rows, chosen_positions = np.nonzero(chosen)  # row-major: positions increase per row
-    num_masked = chosen.sum(axis=1)
-    row_starts = np.cumsum(num_masked) - num_masked
-    slots = np.arange(len(chosen_rows)) - row_starts[chosen_rows]
-    original = tokens[chosen_rows, chosen_positions]
-    draws = rng.random((2, len(chosen_rows)))
-    random_ids = vocab.vocab_ids[rng.integers(0, len(vocab.vocab_ids), len(chosen_rows))]
+        positions = _choose_tokens(num_candidates, a_lengths, np.minimum(targets, num_candidates),
+                                   max_length, max_predictions_per_seq, rng)
+    used = positions < max_length
+    positions = np.where(used, positions, 0)
+    rows = np.arange(num_rows)[:, None]
+    original = np.where(used, tokens[rows, positions], 0)
+    draws = rng.random((2,) + positions.shape)
+    random_ids = vocab.vocab_ids[rng.integers(0, len(vocab.vocab_ids), positions.shape)]
     replaced = np.where(draws[0] < 0.8, vocab.mask_id,
                         np.where(draws[1] < 0.5, original, random_ids))
     input_ids = tokens.copy()
-    input_ids[chosen_rows, chosen_positions] = replaced
-    positions = np.zeros((num_rows, max_predictions_per_seq), np.int32)
-    masked_ids = np.zeros((num_rows, max_predictions_per_seq), np.int32)
-    positions[chosen_rows, slots] = chosen_positions
-    masked_ids[chosen_rows, slots] = original
-    return MaskedLmBatch(input_ids, positions, masked_ids, num_masked.astype(np.int64))
+    # Unused slots point at position 0 and write [CLS] back onto it.
+    input_ids[rows, positions] = np.where(used, replaced, vocab.cls_id)
+    return MaskedLmBatch(input_ids, positions.astype(np.int32), original.astype(np.int32),
+                         used.sum(axis=1))

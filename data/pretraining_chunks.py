@@ -8,6 +8,7 @@ not depend on which process made them nor on how many processes there are.
 """
 from __future__ import annotations
 
+import array
 import dataclasses
 import random
 
@@ -84,7 +85,7 @@ class ChunkProcessor:
                                                      ChunkResult]:
         """The chunk's documents as token ids, and a result holding the counts so far."""
         result = ChunkResult(chunk.index, [], chunk.num_bytes, 0, 0, 0, 0)
-        token_ids: list[int] = []
+        token_ids = array.array("i")  # 4 bytes a token (a list would take 36)
         sentence_bounds = []
         for lines in chunk.documents:
             bounds = [len(token_ids)]
@@ -101,8 +102,8 @@ class ChunkProcessor:
                 result.empty_documents += 1
         result.documents = len(sentence_bounds)
         result.tokens = len(token_ids)
-        window = pretraining_instances.DocumentWindow(np.array(token_ids, np.int32),
-                                                      sentence_bounds)
+        window = pretraining_instances.DocumentWindow(
+            np.frombuffer(token_ids, np.int32).copy(), sentence_bounds)
         return window, result
 
     def process(self, chunk: CorpusChunk) -> ChunkResult:
@@ -121,7 +122,7 @@ class ChunkProcessor:
                 window.token_ids, batch, config.max_seq_length, self._vocab.cls_id,
                 self._vocab.sep_id)
             masked = masked_lm_sampling.mask_tokens(
-                tokens, lengths, config.masked_lm_prob, config.max_predictions_per_seq,
+                tokens, lengths, batch.a_length, config.masked_lm_prob, config.max_predictions_per_seq,
                 config.do_whole_word_mask, self._vocab, masking_rng)
             examples.extend(self._encoder.encode(
                 masked.input_ids, lengths, batch.a_length, masked.masked_lm_positions,

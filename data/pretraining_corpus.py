@@ -6,8 +6,9 @@ bytes dropped (the original's `convert_to_unicode`) and stripped. Unlike the ori
 a file also ends a document.
 
 A chunk closes after the first document that brings it to `chunk_bytes` of text and at least
-`min_chunk_documents` documents (a remainder of fewer documents at the end joins the last
-chunk), so chunk boundaries depend on the input alone. A chunk is the
+`min_chunk_documents` documents, or to `MAX_CHUNK_FACTOR * chunk_bytes` whatever its number of
+documents (which bounds memory on corpora of very long documents); a remainder of fewer
+documents at the end joins the last chunk. So chunk boundaries depend on the input alone. A chunk is the
 unit of work of the parallel writer and the window random next sentences are drawn from.
 """
 from __future__ import annotations
@@ -16,6 +17,9 @@ import dataclasses
 import glob
 import os
 from typing import Iterator, Sequence
+
+# A chunk of this many times `chunk_bytes` closes even with fewer than `min_chunk_documents`.
+MAX_CHUNK_FACTOR = 16
 
 
 @dataclasses.dataclass
@@ -119,7 +123,8 @@ def iter_chunks(paths: Sequence[str], chunk_bytes: int, min_chunk_documents: int
         num_bytes += document_bytes
         if lines:
             documents.append(lines)
-        if num_bytes >= chunk_bytes and len(documents) >= min_chunk_documents:
+        if num_bytes >= chunk_bytes and (len(documents) >= min_chunk_documents
+                                          or num_bytes >= MAX_CHUNK_FACTOR * chunk_bytes):
             if pending is not None:
                 yield pending
             pending = CorpusChunk(0 if pending is None else pending.index + 1, documents,

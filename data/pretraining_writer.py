@@ -40,8 +40,8 @@ class WriterOptions:
     """
 
     num_workers: int = 1
-    chunk_bytes: int = 1 << 20
-    min_chunk_documents: int = 64
+    chunk_bytes: int = 1 << 18
+    min_chunk_documents: int = 32
     shuffle_buffer_size: int = 100_000
     progress_interval_s: float = 30.0
 

@@ -58,7 +58,8 @@ def _masked_words(input_ids, positions, labels, real, lengths, vocab) -> tuple[i
     """(words with a masked piece, words with some but not all pieces masked).
 
     A word is a token that does not start with `##` and the `##` pieces that follow it, in the
-    original (unmasked) sequence.
+    original (unmasked) sequence; [CLS] and [SEP] end words, so a `##` piece that truncation
+    left at the start of a segment begins a word fragment of its own.
     """
     continuation = np.zeros(max(vocab.values()) + 1, bool)
     for token, index in vocab.items():
@@ -69,7 +70,10 @@ def _masked_words(input_ids, positions, labels, real, lengths, vocab) -> tuple[i
     masked = np.zeros(input_ids.shape, bool)
     masked[rows, positions[real]] = True
     real_positions = np.arange(input_ids.shape[1])[None, :] < lengths[:, None]
-    starts = ~continuation[original] | ~real_positions
+    special = (original == vocab["[CLS]"]) | (original == vocab["[SEP]"])
+    after_special = np.zeros_like(special)
+    after_special[:, 1:] = special[:, :-1]
+    starts = ~continuation[original] | ~real_positions | special | after_special
     starts[:, 0] = True
     word = np.cumsum(starts, axis=1) + np.arange(len(input_ids))[:, None] * input_ids.shape[1]
     pieces = np.bincount(word[real_positions])

@@ -14,10 +14,12 @@ MASKING_VOCAB = sampling.MaskingVocab.from_vocab(VOCAB)
 
 
 def _rows(token_lists, max_length):
+    """(tokens [N, L], lengths [N], A lengths [N]) of `[CLS] A [SEP] B [SEP]` token lists."""
     tokens = np.zeros((len(token_lists), max_length), np.int32)
     for row, tokens_of_row in enumerate(token_lists):
         tokens[row, :len(tokens_of_row)] = [VOCAB[t] for t in tokens_of_row]
-    return tokens, np.array([len(t) for t in token_lists], np.int64)
+    return (tokens, np.array([len(t) for t in token_lists], np.int64),
+            np.array([t.index("[SEP]") - 1 for t in token_lists], np.int64))
 
 
 def test_num_to_predict_is_the_original_formula():
@@ -40,8 +42,8 @@ def test_masked_positions_follow_the_rules():
         a = list(rng.choice(words, rng.integers(1, 30)))
         b = list(rng.choice(words, rng.integers(1, 30)))
         token_lists.append(["[CLS]", *a, "[SEP]", *b, "[SEP]"])
-    tokens, lengths = _rows(token_lists, 64)
-    batch = sampling.mask_tokens(tokens, lengths, 0.15, 6, False, MASKING_VOCAB, rng)
+    tokens, lengths, a_lengths = _rows(token_lists, 64)
+    batch = sampling.mask_tokens(tokens, lengths, a_lengths, 0.15, 6, False, MASKING_VOCAB, rng)
     for row in range(len(token_lists)):
         count = int(batch.num_masked[row])
         positions = batch.masked_lm_positions[row, :count]
@@ -57,8 +59,8 @@ def test_masked_positions_follow_the_rules():
 
 def test_replacement_shares_are_80_10_10():
     rng = np.random.default_rng(1)
-    tokens, lengths = _rows([["[CLS]", *["cat"] * 60, "[SEP]", "sat", "[SEP]"]] * 3000, 64)
-    batch = sampling.mask_tokens(tokens, lengths, 0.15, 10, False, MASKING_VOCAB, rng)
+    tokens, lengths, a_lengths = _rows([["[CLS]", *["cat"] * 60, "[SEP]", "sat", "[SEP]"]] * 3000, 64)
+    batch = sampling.mask_tokens(tokens, lengths, a_lengths, 0.15, 10, False, MASKING_VOCAB, rng)
     shown = batch.input_ids[np.arange(3000)[:, None], batch.masked_lm_positions]
     total = shown.size  # 30,000 positions: 4 standard errors are under 0.01
     mask_share = np.mean(shown == VOCAB["[MASK]"])
@@ -71,9 +73,9 @@ def test_replacement_shares_are_80_10_10():
 
 def test_each_candidate_is_equally_likely():
     rng = np.random.default_rng(2)
-    tokens, lengths = _rows([["[CLS]", *["cat"] * 9, "[SEP]", *["sat"] * 9, "[SEP]"]] * 20000,
+    tokens, lengths, a_lengths = _rows([["[CLS]", *["cat"] * 9, "[SEP]", *["sat"] * 9, "[SEP]"]] * 20000,
                             21)
-    batch = sampling.mask_tokens(tokens, lengths, 0.15, 5, False, MASKING_VOCAB, rng)
+    batch = sampling.mask_tokens(tokens, lengths, a_lengths, 0.15, 5, False, MASKING_VOCAB, rng)
     counts = np.bincount(batch.masked_lm_positions[batch.masked_lm_positions > 0], minlength=21)
     candidates = [p for p in range(21) if p not in (0, 10, 20)]
     expected = 20000 * 3 / 18  # round(21 * 0.15) = 3 of 18 candidates
@@ -84,17 +86,17 @@ def test_each_candidate_is_equally_likely():
 def test_whole_word_masking_skips_words_that_do_not_fit():
     """Words of 3, 1 and 1 pieces with 2 to predict: the 3-piece word is always skipped."""
     rng = np.random.default_rng(3)
-    tokens, lengths = _rows([["[CLS]", "run", "##ning", "##s", "cat", "[SEP]", "sat", "[SEP]"]]
+    tokens, lengths, a_lengths = _rows([["[CLS]", "run", "##ning", "##s", "cat", "[SEP]", "sat", "[SEP]"]]
                             * 200, 8)
-    batch = sampling.mask_tokens(tokens, lengths, 0.25, 20, True, MASKING_VOCAB, rng)
+    batch = sampling.mask_tokens(tokens, lengths, a_lengths, 0.25, 20, True, MASKING_VOCAB, rng)
     assert np.all(batch.num_masked == 2)
     assert np.all(batch.masked_lm_positions[:, :2] == [4, 6])
 
 
 def test_whole_word_masking_joins_a_piece_after_sep_to_the_previous_word():
     rng = np.random.default_rng(4)
-    tokens, lengths = _rows([["[CLS]", "jump", "[SEP]", "##ed", "cat", "[SEP]"]] * 200, 6)
-    batch = sampling.mask_tokens(tokens, lengths, 0.34, 20, True, MASKING_VOCAB, rng)
+    tokens, lengths, a_lengths = _rows([["[CLS]", "jump", "[SEP]", "##ed", "cat", "[SEP]"]] * 200, 6)
+    batch = sampling.mask_tokens(tokens, lengths, a_lengths, 0.34, 20, True, MASKING_VOCAB, rng)
     pairs = {tuple(row[:n]) for row, n in zip(batch.masked_lm_positions.tolist(),
                                                batch.num_masked.tolist())}
     # round(6 * 0.34) = 2 positions: the word "jump ##ed" (positions 1 and 3) when it comes
@@ -112,8 +114,8 @@ def test_whole_word_position_frequencies_equal_the_reference():
         _, positions, _ = reference.create_masked_lm_predictions(
             sentence, 0.25, 20, VOCAB_TOKENS, True, rng)
         expected[positions] += 1
-    tokens, lengths = _rows([sentence] * draws, len(sentence))
-    batch = sampling.mask_tokens(tokens, lengths, 0.25, 20, True, MASKING_VOCAB,
+    tokens, lengths, a_lengths = _rows([sentence] * draws, len(sentence))
+    batch = sampling.mask_tokens(tokens, lengths, a_lengths, 0.25, 20, True, MASKING_VOCAB,
                                  np.random.default_rng(6))
     ours = np.bincount(batch.masked_lm_positions[:, :].ravel()[batch.masked_lm_positions.ravel()
                                                                  > 0], minlength=len(sentence))

@@ -52,3 +52,14 @@ def test_chunks_close_on_bytes_and_documents(tmp_path):
     chunks = list(corpus.iter_chunks([path], 40, 2, corpus.ReadCounts()))
     assert [len(c.documents) for c in chunks] == [2, 2, 2, 2, 2]
     assert len(list(corpus.iter_chunks([path], 10**9, 1, corpus.ReadCounts()))) == 1
+
+
+def test_a_chunk_of_long_documents_closes_at_the_byte_cap(tmp_path):
+    document = ("word " * 40 + "\n") * 5 + "\n"  # about 1 KB
+    path = _write(tmp_path / "long.txt", (document * 40).encode())
+    chunks = list(corpus.iter_chunks([path], chunk_bytes=100, min_chunk_documents=1000,
+                                     counts=corpus.ReadCounts()))
+    cap = corpus.MAX_CHUNK_FACTOR * 100
+    assert len(chunks) > 1
+    assert all(c.num_bytes < cap + len(document) for c in chunks)
+    assert sum(len(c.documents) for c in chunks) == 40

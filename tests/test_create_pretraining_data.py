@@ -1,0 +1,270 @@
+"""End-to-end tests of create_pretraining_data.py: statistics against the original, determinism,
+errors before any output, the summary."""
+import json
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import original_pretraining_reference as reference
+import pretraining_statistics as stats
+from data import pretraining_chunks
+from data import pretraining_writer
+from data import tokenization
+from data.pretraining_instances import PretrainingConfig
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
+SCRIPT = str(REPO_ROOT / "create_pretraining_data.py")
+
+
+def _run_script(*args):
+    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True,
+                          cwd=REPO_ROOT, timeout=300)
+
+
+def _write(input_files, output_files, vocab_file, seed=12345, do_whole_word_mask=False,
+           dupe_factor=10, num_workers=1, chunk_bytes=1 << 18, min_chunk_documents=32):
+    settings = pretraining_chunks.ChunkSettings(
+        str(vocab_file), True,
+        PretrainingConfig(dupe_factor=dupe_factor, do_whole_word_mask=do_whole_word_mask), seed)
+    options = pretraining_writer.WriterOptions(
+        num_workers=num_workers, chunk_bytes=chunk_bytes,
+        min_chunk_documents=min_chunk_documents)
+    return pretraining_writer.write_pretraining_records(
+        [str(p) for p in input_files], [str(p) for p in output_files], settings, options)
+
+
+def test_flag_defaults_are_the_original_ones():
+    help_text = _run_script("--helpshort").stdout.split("\nflags:\n")[1]
+    sections = {}
+    for section in help_text.split("\n  --")[1:]:
+        name, _, description = section.partition(":")
+        sections[name.removeprefix("[no]")] = description
+    for flag, default in [("do_lower_case", "'true'"), ("do_whole_word_mask", "'false'"),
+                          ("max_seq_length", "'128'"), ("max_predictions_per_seq", "'20'"),
+                          ("random_seed", "'12345'"), ("dupe_factor", "'10'"),
+                          ("masked_lm_prob", "'0.15'"), ("short_seq_prob", "'0.1'")]:
+        assert f"(default: {default})" in sections[flag], flag
+    for flag in ("input_file", "output_file", "vocab_file", "num_workers"):
+        assert flag in sections
+
+
+def test_script_writes_records_and_reports_what_it_skipped(tmp_path, fixtures_dir,
+                                                           uncased_vocab):
+    sample = (fixtures_dir / "pretraining_data" / "sample_text.txt").read_bytes()
+    corpus = tmp_path / "corpus.txt"
+    # A document of control characters only, and a line with undecodable bytes.
+    corpus.write_bytes(sample + b"\n\x01\x02\n\x03\n\nbroken \xff\xfe bytes here.\nok.\n")
+    out = tmp_path / "out"
+    result = _run_script(f"--input_file={tmp_path}/*.txt",
+                         f"--output_file={out}/a.tfrecord,{out}/b.tfrecord",
+                         f"--vocab_file={uncased_vocab}", "--dupe_factor=2",
+                         "--num_workers=2")
+    assert result.returncode == 0, result.stderr
+    assert "1 documents without any token, 2 lines without any token" in result.stderr
+    assert "1 lines had invalid UTF-8" in result.stderr
+    records = stats.read_records([out / "a.tfrecord", out / "b.tfrecord"], 128, 20)
+    counts = [len(stats.read_records([out / name], 128, 20)["input_ids"])
+              for name in ("a.tfrecord", "b.tfrecord")]
+    assert f"Wrote {sum(counts):,} instances from 4 documents" in result.stderr
+    assert f"b.tfrecord: {counts[1]:,} instances" in result.stderr
+    assert abs(counts[0] - counts[1]) <= 1
+    assert sorted(p.name for p in out.iterdir()) == ["a.tfrecord", "b.tfrecord"]
+    assert set(records["next_sentence_labels"].ravel()) <= {0, 1}
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--input_file={tmp}/missing.txt"], "does not exist"),
+    (["--input_file={tmp}/*.nothing"], "matches no file"),
+    (["--vocab_file={tmp}/no_vocab.txt"], "cannot read vocab file"),
+    (["--vocab_file={tmp}/small_vocab.txt"], r"lacks \[MASK\]"),
+    (["--max_seq_length=4"], "max_seq_length=4 must be"),
+    (["--max_predictions_per_seq=200"], "max_predictions_per_seq=200 must be"),
+    (["--masked_lm_prob=0"], "masked_lm_prob=0.0 must be"),
+    (["--output_file={tmp}/corpus.txt"], "is also an input file"),
+    (["--output_file={tmp}/out/a,{tmp}/out/a"], "names a file twice"),
+])
+def test_bad_input_fails_before_writing(tmp_path, uncased_vocab, flags, message):
+    (tmp_path / "corpus.txt").write_text("One sentence.\nTwo sentences.\n\nOther doc.\n")
+    (tmp_path / "small_vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n")
+    args = {"input_file": f"{tmp_path}/corpus.txt", "output_file": f"{tmp_path}/out/x.tfrecord",
+            "vocab_file": str(uncased_vocab)}
+    for flag in flags:
+        name, value = flag[2:].split("=", 1)
+        args[name] = value.replace("{tmp}", str(tmp_path))
+    result = _run_script(*[f"--{name}={value}" for name, value in args.items()])
+    assert result.returncode != 0
+    assert any(line for line in result.stderr.splitlines() if message.split(r"\[")[0] in line)
+    assert not (tmp_path / "out").exists()
+
+
+def test_interrupted_run_leaves_no_output(tmp_path, uncased_vocab):
+    """A run that fails midway (here: no [MASK] in the workers' vocab) writes nothing."""
+    (tmp_path / "corpus.txt").write_text("One sentence.\nTwo.\n\nOther doc.\n")
+    bad_vocab = tmp_path / "vocab.txt"
+    bad_vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n")
+    with pytest.raises(ValueError, match="lacks"):
+        _write([tmp_path / "corpus.txt"], [tmp_path / "a.tfrecord"], bad_vocab)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt", "vocab.txt"]
+
+
+def _pooled(statistics):
+    """Instance-weighted means of per-run statistics (counts are averaged per run)."""
+    weights = np.array([s.instances for s in statistics], np.float64)
+
+    def mean(name):
+        return float(np.dot(weights, [getattr(s, name) for s in statistics]) / weights.sum())
+
+    masked_weights = weights * np.array([s.masked_per_instance for s in statistics])
+    histogram = np.sum([w * s.length_histogram for w, s in zip(weights, statistics)], axis=0)
+    return stats.PretrainingStatistics(
+        instances=float(weights.mean()), fraction_random_next=mean("fraction_random_next"),
+        masked_per_instance=mean("masked_per_instance"),
+        fraction_mask=float(np.dot(masked_weights, [s.fraction_mask for s in statistics])
+                            / masked_weights.sum()),
+        fraction_random=float(np.dot(masked_weights, [s.fraction_random for s in statistics])
+                              / masked_weights.sum()),
+        fraction_kept=float(np.dot(masked_weights, [s.fraction_kept for s in statistics])
+                            / masked_weights.sum()),
+        length_histogram=histogram / histogram.sum(),
+        words_with_masked_piece=sum(s.words_with_masked_piece for s in statistics),
+        partly_masked_words=sum(s.partly_masked_words for s in statistics))
+
+
+def _reference_statistics(corpus, vocab_file, seed, do_whole_word_mask, dupe_factor=10):
+    tokenizer = tokenization.FullTokenizer(str(vocab_file))
+    made = reference.run_reference([str(corpus)], [], str(vocab_file), random_seed=seed,
+                                   dupe_factor=dupe_factor,
+                                   do_whole_word_mask=do_whole_word_mask, tokenizer=tokenizer)
+    return stats.statistics_from_instances(made, tokenizer.vocab, 128, 20)
+
+
+def _pipeline_statistics(corpus, vocab_file, folder, seed, do_whole_word_mask, dupe_factor=10,
+                         num_workers=2, chunk_bytes=1 << 18, min_chunk_documents=32):
+    outputs = [folder / f"{seed}_{do_whole_word_mask}_{i}.tfrecord" for i in range(2)]
+    _write([corpus], outputs, vocab_file, seed, do_whole_word_mask, dupe_factor, num_workers,
+           chunk_bytes, min_chunk_documents)
+    records = stats.read_records(outputs, 128, 20)
+    return stats.statistics_from_records(records, tokenization.load_vocab(vocab_file)), outputs
+
+
+def _assert_within_issue_tolerances(ours, theirs):
+    assert abs(ours.instances - theirs.instances) <= 0.02 * theirs.instances
+    assert abs(ours.fraction_random_next - theirs.fraction_random_next) <= 0.015
+    assert abs(ours.masked_per_instance - theirs.masked_per_instance) <= (
+        0.01 * theirs.masked_per_instance)
+    for share in ("fraction_mask", "fraction_random", "fraction_kept"):
+        assert abs(getattr(ours, share) - getattr(theirs, share)) <= 0.01, share
+    assert ours.total_variation(theirs) <= 0.03
+
+
+@pytest.mark.parametrize("do_whole_word_mask", [False, True])
+def test_statistics_on_sample_text_match_the_original(tmp_path, fixtures_dir, uncased_vocab,
+                                                      do_whole_word_mask):
+    """10 seeds of the pipeline against the original's figures (one seed) and the reference.
+
+    sample_text.txt gives about 60 instances a run, so the original's single run is noisy: its
+    figures are compared with 4 standard errors of a 60-instance sample (masked positions per
+    instance have a standard deviation of about 4.5 there).
+    """
+    folder = fixtures_dir / "pretraining_data"
+    corpus = folder / "sample_text.txt"
+    name = f"original_wwm_{str(do_whole_word_mask).lower()}"
+    original = json.loads((folder / f"{name}.stats.json").read_text())
+    seeds = range(10)
+    ours = _pooled([_pipeline_statistics(corpus, uncased_vocab, tmp_path, seed,
+                                         do_whole_word_mask, 5, 1)[0] for seed in seeds])
+    runs = [_reference_statistics(corpus, uncased_vocab, seed, do_whole_word_mask, 5)
+            for seed in seeds]
+    theirs = _pooled(runs)
+    count_sd = np.std([run.instances for run in runs])
+    assert abs(ours.instances - original["instances"]) < 4 * count_sd
+    assert abs(ours.instances - theirs.instances) < 4 * count_sd * np.sqrt(2 / len(seeds))
+    assert abs(ours.fraction_random_next - original["fraction_is_random_next"]) < 4 * np.sqrt(
+        0.25 / original["instances"])
+    assert abs(ours.masked_per_instance - original["masked_per_instance_mean"]) < (
+        4 * 4.5 / np.sqrt(original["instances"]))
+    assert abs(ours.fraction_mask - original["fraction_masked_replaced_by_MASK"]) < (
+        4 * np.sqrt(0.16 / original["masked_total"]))
+    if do_whole_word_mask:
+        assert ours.partly_masked_words == theirs.partly_masked_words == 0
+
+
+def _conll_corpus(shared_data_dir, path):
+    """CoNLL-2003 training news as sentences (words joined by spaces), one document per
+    -DOCSTART-: 946 documents, short enough that instance counts vary little between seeds."""
+    documents, sentence = [[]], []
+    for line in (shared_data_dir / "conll2003" / "train.txt").open(encoding="utf-8"):
+        if line.startswith("-DOCSTART-"):
+            documents.append([])
+        elif line.strip():
+            sentence.append(line.split()[0])
+        elif sentence:
+            documents[-1].append(" ".join(sentence))
+            sentence = []
+    path.write_text("".join("\n".join(d) + "\n\n" for d in documents if d), "utf-8")
+    return path
+
+
+def test_statistics_on_conll_news_match_the_reference_within_the_issue_tolerances(
+        tmp_path, shared_data_dir, uncased_vocab):
+    """Three seeds of each (about 35,000 instances a run), pooled.
+
+    Between seeds the original's instance count varies by about 0.7% (one standard deviation)
+    and its mean masked count by about 0.55% here, so the pooled differences have standard
+    deviations of about 0.55% and 0.45% against the 2% and 1% tolerances; the shares of random
+    next sentences and of [MASK] / random / kept tokens are far more precise.
+    """
+    corpus = _conll_corpus(shared_data_dir, tmp_path / "conll.txt")
+    seeds = (1, 2, 3)
+    ours = _pooled([_pipeline_statistics(corpus, uncased_vocab, tmp_path, seed, False,
+                                         num_workers=1)[0] for seed in seeds])
+    theirs = _pooled([_reference_statistics(corpus, uncased_vocab, seed + 100, False)
+                      for seed in seeds])
+    assert theirs.instances > 30_000
+    _assert_within_issue_tolerances(ours, theirs)
+
+
+@pytest.fixture(scope="module")
+def wikitext_run(tmp_path_factory, shared_data_dir, uncased_vocab):
+    """This pipeline with whole-word masking on WikiText-2 test, 2 workers, 6 chunks."""
+    corpus = shared_data_dir / "wikitext-2-raw" / "wiki.test.sentences.txt"
+    folder = tmp_path_factory.mktemp("wikitext")
+    statistics, outputs = _pipeline_statistics(corpus, uncased_vocab, folder, 7, True,
+                                               chunk_bytes=200_000, min_chunk_documents=8)
+    return corpus, statistics, outputs
+
+
+def test_statistics_on_wikitext_match_the_reference(wikitext_run, uncased_vocab):
+    """Whole-word masking on WikiText-2 test (62 long articles).
+
+    The masking statistics meet the issue's tolerances. On this corpus the original's own
+    packing statistics vary between seeds by more than those tolerances (one standard
+    deviation: instance count 2.2%, random-next share 1.1 points, mean length 1.6%), because a
+    short target drawn for one long article changes hundreds of instances; they are compared
+    with 4 of those standard deviations here and at the issue's tolerances on the CoNLL news.
+    """
+    corpus, ours, _ = wikitext_run
+    theirs = _reference_statistics(corpus, uncased_vocab, 8, True)
+    assert theirs.instances > 25_000
+    assert ours.partly_masked_words == theirs.partly_masked_words == 0
+    for share in ("fraction_mask", "fraction_random", "fraction_kept"):
+        assert abs(getattr(ours, share) - getattr(theirs, share)) <= 0.01, share
+    assert abs(ours.instances - theirs.instances) <= 4 * 0.022 * np.sqrt(2) * theirs.instances
+    assert abs(ours.fraction_random_next - theirs.fraction_random_next) <= 4 * 0.011 * np.sqrt(2)
+    assert abs(ours.masked_per_instance - theirs.masked_per_instance) <= (
+        4 * 0.016 * np.sqrt(2) * theirs.masked_per_instance)
+
+
+def test_output_is_deterministic_whatever_num_workers(wikitext_run, tmp_path, uncased_vocab):
+    corpus, _, first_outputs = wikitext_run
+    for num_workers in (1, 2):
+        folder = tmp_path / str(num_workers)
+        folder.mkdir()
+        _, outputs = _pipeline_statistics(corpus, uncased_vocab, folder, 7, True,
+                                          num_workers=num_workers, chunk_bytes=200_000,
+                                          min_chunk_documents=8)
+        for ours, first in zip(outputs, first_outputs):
+            assert ours.read_bytes() == first.read_bytes()
