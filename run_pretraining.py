@@ -66,10 +66,25 @@ def _initialise(model: BertPretrainer, path: str):
     logging.info("initialised from %s (%s)", path, found)
 
 
-def _dataset(is_training: bool, batch_size: int, input_context=None):
-    return pretraining_dataset(FLAGS.input_file, batch_size, FLAGS.max_seq_length,
-                               FLAGS.max_predictions_per_seq, is_training=is_training,
-                               seed=FLAGS.seed, input_context=input_context)
+def _dataset(is_training: bool, global_batch_size: int, input_context=None):
+    """Batches for one input pipeline.
+
+    Every worker reads the same seeded stream of global batches and keeps its slice of each, so a
+    run on several workers trains on exactly the batches a one-process run sees.
+    """
+    pipelines = input_context.num_input_pipelines if input_context else 1
+    batch_size = input_context.get_per_replica_batch_size(global_batch_size) \
+        if input_context else global_batch_size
+    dataset = pretraining_dataset(
+        FLAGS.input_file, global_batch_size if pipelines > 1 else batch_size,
+        FLAGS.max_seq_length, FLAGS.max_predictions_per_seq, is_training=is_training,
+        seed=FLAGS.seed)
+    if pipelines > 1:
+        share = global_batch_size // pipelines
+        begin = input_context.input_pipeline_id * share
+        dataset = dataset.map(lambda batch: {k: v[begin:begin + share] for k, v in batch.items()})
+        dataset = dataset.unbatch().batch(batch_size, drop_remainder=True)
+    return dataset
 
 
 def _loss_fn(outputs, batch, normaliser):
@@ -86,8 +101,7 @@ def _train(strategy, config: BertConfig) -> BertPretrainer:
         if FLAGS.init_checkpoint and not tf.train.latest_checkpoint(FLAGS.output_dir):
             _initialise(model, FLAGS.init_checkpoint)
     micro_batch = FLAGS.train_batch_size // FLAGS.gradient_accumulation_steps
-    dataset_fn = lambda context: _dataset(  # noqa: E731
-        True, context.get_per_replica_batch_size(micro_batch), context)
+    dataset_fn = lambda context: _dataset(True, micro_batch, context)  # noqa: E731
     trainer = Trainer(strategy, model, optimizer, _loss_fn, TrainingConfig(
         num_train_steps=FLAGS.num_train_steps, output_dir=FLAGS.output_dir,
         save_checkpoints_steps=FLAGS.save_checkpoints_steps, log_steps=FLAGS.log_steps,

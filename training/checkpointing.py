@@ -41,7 +41,8 @@ class TrainingCheckpoints:
                 self.checkpoint.restore(path).assert_existing_objects_matched()
                 logging.info("resumed from %s", path)
                 return path
-            except (tf.errors.OpError, ValueError, AssertionError) as error:
+            except Exception as error:  # pylint: disable=broad-except
+                # A truncated or partial file fails in many ways (OpError, IndexError, ...).
                 logging.warning("checkpoint %s is unreadable (%s); trying the previous one",
                                 path, str(error).splitlines()[0][:200])
         return None

@@ -151,7 +151,8 @@ class Trainer:
             if not math.isfinite(logs["loss"]) and not isinstance(
                     self.optimizer, keras.optimizers.LossScaleOptimizer):
                 raise NonFiniteLossError(
-                    f"loss is {logs['loss']} at step {step}; the last good checkpoint in "
+                    f"loss became NaN or infinite ({logs['loss']}) at step {step}; the last good "
+                    f"checkpoint in "
                     f"{self.config.output_dir} is left as it was")
             if step % self.config.log_steps == 0 or step == self.config.num_train_steps:
                 rate = (step - start_step) * examples_per_step / (time.monotonic() - start)
