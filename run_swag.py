@@ -1,0 +1,181 @@
+"""Fine-tunes and evaluates BERT on SWAG (paper section 4.4), in the style of run_classifier.py.
+
+    python run_swag.py --data_dir=$SWAG_DIR --vocab_file=$BERT_DIR/vocab.txt \
+      --bert_config_file=$BERT_DIR/bert_config.json --init_checkpoint=$BERT_DIR/bert_model.ckpt \
+      --do_train --do_eval --do_predict --max_seq_length=128 --train_batch_size=16 \
+      --learning_rate=2e-5 --num_train_epochs=3.0 --output_dir=/tmp/swag_output
+
+--data_dir holds the SWAG distribution's train.csv, val.csv and test.csv. Each question becomes
+four sequences `[CLS] sent1 [SEP] sent2 ending_i [SEP]`; one learned vector scores each pooled
+output and a softmax runs over the four (the paper's defaults: learning rate 2e-5, batch 16, 3
+epochs). Outputs in --output_dir: `eval_results.txt` (eval_accuracy, eval_loss, loss, global_step)
+and `eval_predictions.csv` for val.csv, `predictions.csv` for test.csv (`id,prob0..prob3,
+prediction`), and the fine-tuned model as `model.ckpt` (original format) with its
+`bert_config.json`, beside the training checkpoints (`ckpt-N`, this project's format). Without
+--do_train, --init_checkpoint (default: the newest checkpoint in --output_dir) must be a fine-tuned
+SWAG model. Rerunning an interrupted training command resumes from --output_dir.
+"""
+from __future__ import annotations
+
+import os
+
+from absl import app, flags, logging
+import numpy as np
+import tensorflow as tf
+
+import common_flags
+from data import swag, tokenization
+from data.classification_metrics import loss_metrics
+from data.output_files import write_eval_results
+from modeling import losses
+from modeling.checkpoints import load_checkpoint
+from modeling.config import BertConfig
+from modeling.task_models import BertMultipleChoice
+from modeling.tf1_checkpoint import CheckpointMismatchError
+from training import fine_tuning
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("data_dir", None, "Folder of the SWAG CSVs: train.csv, val.csv, test.csv.")
+flags.DEFINE_string("bert_config_file", None, "The bert_config.json of the pretrained model.")
+flags.DEFINE_string("vocab_file", None, "The vocab.txt of the pretrained model.")
+flags.DEFINE_string("output_dir", None, "Where checkpoints, results and predictions go.")
+flags.DEFINE_string("init_checkpoint", None, "Pretrained checkpoint to fine-tune (the encoder is "
+                    "loaded), or without --do_train a fine-tuned one to evaluate (default: the "
+                    "newest in --output_dir).")
+flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (uncased models).")
+flags.DEFINE_integer("max_seq_length", 128, "Tokens per choice; longer ones are cut longest "
+                     "part first, shorter ones padded.")
+flags.DEFINE_bool("do_train", False, "Fine-tune on train.csv.")
+flags.DEFINE_bool("do_eval", False, "Score val.csv and write eval_results.txt.")
+flags.DEFINE_bool("do_predict", False, "Predict test.csv and write predictions.csv.")
+flags.DEFINE_integer("train_batch_size", 16, "Global batch size (questions) for training.")
+flags.DEFINE_integer("eval_batch_size", 8, "Batch size for evaluation.")
+flags.DEFINE_integer("predict_batch_size", 8, "Batch size for prediction.")
+flags.DEFINE_float("learning_rate", 2e-5, "Peak learning rate of Adam.")
+flags.DEFINE_float("num_train_epochs", 3.0, "Epochs of training (may be fractional).")
+flags.DEFINE_float("warmup_proportion", 0.1, "Share of the training steps with a linear warm-up.")
+flags.DEFINE_integer("save_checkpoints_steps", 1000, "Steps between training checkpoints.")
+common_flags.define_training_flags()
+flags.mark_flags_as_required(["data_dir", "vocab_file", "bert_config_file", "output_dir"])
+
+_FILES = {"train": "train.csv", "eval": "val.csv", "predict": "test.csv"}
+
+
+def _check_flags(config: BertConfig) -> None:
+    if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
+        raise ValueError("At least one of --do_train, --do_eval or --do_predict must be set")
+    if not 3 <= FLAGS.max_seq_length <= config.max_position_embeddings:
+        raise ValueError(f"--max_seq_length={FLAGS.max_seq_length} must be between 3 and the "
+                         f"model's max_position_embeddings={config.max_position_embeddings}")
+    for name in ("train_batch_size", "eval_batch_size", "predict_batch_size"):
+        if FLAGS[name].value < 1:
+            raise ValueError(f"--{name}={FLAGS[name].value} must be positive")
+
+
+def _read_splits() -> dict[str, list[swag.SwagExample]]:
+    """Reads every file the run needs, so that bad input fails before anything is written."""
+    examples = {}
+    for role, wanted in (("train", FLAGS.do_train), ("eval", FLAGS.do_eval),
+                         ("predict", FLAGS.do_predict)):
+        if wanted:
+            path = os.path.join(FLAGS.data_dir, _FILES[role])
+            if not os.path.isfile(path):
+                raise FileNotFoundError(f"--do_{role}: {path} does not exist (--data_dir)")
+            examples[role] = swag.read_swag_examples(path, require_labels=role != "predict")
+    return examples
+
+
+def _loss_fn(outputs, batch, normaliser):
+    return {"loss": losses.mean_cross_entropy(outputs["logits"], batch["label_ids"],
+                                              normaliser.global_batch_size(batch))}
+
+
+def _train(strategy, config: BertConfig, examples: list[swag.SwagExample],
+           tokenizer) -> tuple[BertMultipleChoice, int]:
+    arrays = swag.convert_examples_to_arrays(examples, tokenizer, FLAGS.max_seq_length)
+    num_train_steps = fine_tuning.train_steps(len(examples), FLAGS.train_batch_size,
+                                              FLAGS.num_train_epochs)
+    logging.info("***** Running training *****: %d questions, batch size %d, %d steps",
+                 len(examples), FLAGS.train_batch_size, num_train_steps)
+    with strategy.scope():
+        model = BertMultipleChoice(config)
+        optimizer = common_flags.create_optimizer_from_flags(
+            FLAGS.learning_rate, num_train_steps,
+            fine_tuning.warmup_steps(num_train_steps, FLAGS.warmup_proportion))
+        if not tf.train.latest_checkpoint(FLAGS.output_dir):
+            fine_tuning.initialise_encoder(model, FLAGS.init_checkpoint)
+    fine_tuning.fit(strategy, model, optimizer, _loss_fn, arrays, FLAGS.train_batch_size,
+                    num_train_steps, FLAGS.output_dir, FLAGS.seed, FLAGS.save_checkpoints_steps,
+                    FLAGS.use_xla, FLAGS.gradient_accumulation_steps)
+    if common_flags.is_chief(strategy):
+        fine_tuning.save_fine_tuned(model, FLAGS.output_dir, num_train_steps)
+    return model, num_train_steps
+
+
+def _restore(config: BertConfig) -> tuple[BertMultipleChoice, int]:
+    """The fine-tuned model to evaluate without training: scoring vector included, strictly."""
+    path = FLAGS.init_checkpoint or FLAGS.output_dir
+    model = BertMultipleChoice(config)
+    try:
+        found = load_checkpoint(model, path)
+    except CheckpointMismatchError as error:
+        raise CheckpointMismatchError(
+            f"{error}\nWithout --do_train, --init_checkpoint must be a model fine-tuned on SWAG "
+            "(cls/multiple_choice/output_weights), not a pretrained checkpoint") from None
+    logging.info("evaluating the fine-tuned %s %s", found, path)
+    return model, common_flags.checkpoint_step(path)
+
+
+def _logits(model: BertMultipleChoice, examples: list[swag.SwagExample], tokenizer,
+            batch_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per-ending logits float32 [N, 4] and the label ids int32 [N] (0 for unlabelled)."""
+    arrays = swag.convert_examples_to_arrays(examples, tokenizer, FLAGS.max_seq_length)
+    return fine_tuning.predict(model, arrays, batch_size)["logits"], arrays["label_ids"]
+
+
+def _evaluate(model, examples: list[swag.SwagExample], tokenizer, global_step: int) -> None:
+    logits, label_ids = _logits(model, examples, tokenizer, FLAGS.eval_batch_size)
+    per_example_loss = losses.per_example_cross_entropy(logits, label_ids).numpy()
+    probabilities = tf.nn.softmax(logits, axis=-1).numpy()
+    results = {"eval_accuracy": swag.accuracy(examples, probabilities),
+               **loss_metrics(per_example_loss, np.ones(len(examples)), FLAGS.eval_batch_size),
+               "global_step": global_step}
+    path = os.path.join(FLAGS.output_dir, "eval_results.txt")
+    write_eval_results(path, results)
+    swag.write_predictions(os.path.join(FLAGS.output_dir, "eval_predictions.csv"), examples,
+                           probabilities)
+    logging.info("***** Eval results (%d questions) written to %s *****", len(examples), path)
+    for key in sorted(results):
+        logging.info("  %s = %s", key, results[key])
+
+
+def _predict(model, examples: list[swag.SwagExample], tokenizer) -> None:
+    logits, _ = _logits(model, examples, tokenizer, FLAGS.predict_batch_size)
+    path = os.path.join(FLAGS.output_dir, "predictions.csv")
+    swag.write_predictions(path, examples, tf.nn.softmax(logits, axis=-1).numpy())
+    logging.info("***** Predictions for %d questions written to %s *****", len(examples), path)
+
+
+def main(_):
+    config = BertConfig.from_json_file(FLAGS.bert_config_file)
+    _check_flags(config)
+    tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case, FLAGS.init_checkpoint)
+    tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
+    examples = _read_splits()
+    tf.io.gfile.makedirs(FLAGS.output_dir)
+    strategy = common_flags.setup_from_flags()
+    if FLAGS.do_train:
+        common_flags.check_batch_size("train_batch_size", FLAGS.train_batch_size, strategy)
+        model, global_step = _train(strategy, config, examples["train"], tokenizer)
+    else:
+        model, global_step = _restore(config)
+    if not common_flags.is_chief(strategy):
+        return
+    if FLAGS.do_eval:
+        _evaluate(model, examples["eval"], tokenizer, global_step)
+    if FLAGS.do_predict:
+        _predict(model, examples["predict"], tokenizer)
+
+
+if __name__ == "__main__":
+    app.run(main)
