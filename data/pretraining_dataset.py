@@ -1,87 +1,128 @@
-"""The tf.data input of run_pretraining.py: pretraining TFRecords -> batches of model inputs.
+"""tf.data input of pretraining TFRecords (the original `run_pretraining.py` input_fn).
 
-Reads the files of `create_pretraining_data.py` and of the original script alike. Every file's first
-record is checked against the expected schema before training starts, so a file written with other
-lengths or keys fails at once, naming the file and the key.
+Training: the files are shuffled (seeded), read several at a time with a deterministic parallel
+interleave, shuffled again record by record (seeded), repeated, batched with
+`drop_remainder=True`, parsed and prefetched. Evaluation: the files in order, once, with a last
+partial batch. Every stage is checkpointable, so `tf.train.Checkpoint(iterator=...)` resumes the
+exact stream. Records are checked before training starts: the first record of each file must
+hold the seven pretraining features with the expected lengths.
 """
 from __future__ import annotations
 
-import glob
+from typing import Sequence
 
 import tensorflow as tf
 
-from data.tfrecord_schema import FLOAT, pretraining_feature_spec, pretraining_fields
+from data import tfrecord_schema as schema
+
+# Files read at once by the training interleave (the original read 4 with 4 CPU threads).
+_CYCLE_LENGTH = 4
 
 
-def list_input_files(input_patterns: str) -> list[str]:
-    """Expands a comma-separated list of files and globs; an empty match is an error."""
+def expand_file_patterns(input_patterns: str | Sequence[str]) -> list[str]:
+    """Files of comma-separated paths or globs, each pattern's matches sorted.
+
+    Raises:
+      ValueError: a pattern matches no file.
+    """
+    if isinstance(input_patterns, str):
+        input_patterns = [input_patterns]
     files = []
-    for pattern in filter(None, (p.strip() for p in input_patterns.split(","))):
-        matches = sorted(glob.glob(pattern)) or sorted(tf.io.gfile.glob(pattern))
+    for pattern in (p.strip() for item in input_patterns for p in item.split(",")):
+        if not pattern:
+            continue
+        matches = sorted(tf.io.gfile.glob(pattern))
         if not matches:
-            raise FileNotFoundError(f"--input_file pattern {pattern!r} matches no file")
+            raise ValueError(f"input pattern {pattern!r} matches no file")
         files.extend(matches)
     if not files:
-        raise FileNotFoundError("--input_file names no file")
+        raise ValueError(f"no input file given ({input_patterns!r})")
     return files
 
 
-def check_schema(path: str, max_seq_length: int, max_predictions_per_seq: int) -> None:
-    """Raises ValueError naming the file and key if the first record does not fit the flags."""
-    first = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
-    if first is None:
-        raise ValueError(f"{path}: the file holds no record")
-    example = tf.train.Example.FromString(first.numpy())
-    for field in pretraining_fields(max_seq_length, max_predictions_per_seq):
-        if field.key not in example.features.feature:
-            raise ValueError(f"{path}: records lack the feature {field.key!r}")
-        feature = example.features.feature[field.key]
-        values = feature.float_list.value if field.dtype == FLOAT else feature.int64_list.value
-        if len(values) != field.num_values:
-            raise ValueError(
-                f"{path}: feature {field.key!r} has {len(values)} values, expected "
-                f"{field.num_values} (check --max_seq_length and --max_predictions_per_seq)")
+def check_pretraining_files(files: Sequence[str], max_seq_length: int,
+                            max_predictions_per_seq: int) -> None:
+    """Checks the first record of each file against the pretraining schema.
+
+    Raises:
+      ValueError: naming the file (and the feature) of a record that is not a pretraining
+        example of these lengths, of a file that is not a TFRecord file, or saying that no
+        file holds a record.
+    """
+    fields = schema.pretraining_fields(max_seq_length, max_predictions_per_seq)
+    any_record = False
+    for path in files:
+        try:
+            first = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
+        except (tf.errors.DataLossError, tf.errors.OpError) as error:
+            raise ValueError(f"{path}: not a readable TFRecord file ({error.message})") from error
+        if first is None:
+            continue
+        any_record = True
+        try:
+            example = tf.train.Example.FromString(first.numpy())
+        except Exception as error:  # protobuf's DecodeError is not exported by TensorFlow
+            raise ValueError(f"{path}: first record is not a tf.train.Example") from error
+        schema.check_example_fields(example.features.feature, fields, f"{path}, first record")
+    if not any_record:
+        raise ValueError(f"no record in {', '.join(files)}")
 
 
-def _decode(record: tf.Tensor, spec: dict) -> dict[str, tf.Tensor]:
-    example = tf.io.parse_single_example(record, spec)
-    # int64 is not supported on TPUs and int32 is what the model takes.
-    return {k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v for k, v in example.items()}
+def _decoder(max_seq_length: int, max_predictions_per_seq: int):
+    spec = schema.pretraining_feature_spec(max_seq_length, max_predictions_per_seq)
+
+    def decode(serialized: tf.Tensor) -> dict[str, tf.Tensor]:
+        """[B] serialized Examples -> int32 features (float32 masked_lm_weights), [B, ...]."""
+        features = tf.io.parse_example(serialized, spec)
+        return {key: tf.cast(value, tf.int32) if value.dtype == tf.int64 else value
+                for key, value in features.items()}
+
+    return decode
 
 
-def pretraining_dataset(input_patterns: str, batch_size: int, max_seq_length: int,
-                        max_predictions_per_seq: int, is_training: bool,
+def pretraining_dataset(input_patterns: str | Sequence[str], batch_size: int,
+                        max_seq_length: int, max_predictions_per_seq: int, is_training: bool,
                         seed: int | None = None,
-                        input_context: tf.distribute.InputContext | None = None
-                        ) -> tf.data.Dataset:
-    """Batches of the seven pretraining features (int32, `masked_lm_weights` float32).
-
-    Training: files shuffled, read interleaved in parallel (deterministically), records shuffled,
-    repeated forever, full batches only. Evaluation: files in order, once, the last batch smaller.
+                        input_context: tf.distribute.InputContext | None = None,
+                        shuffle_buffer_size: int = 100) -> tf.data.Dataset:
+    """Batches of pretraining features from TFRecord files.
 
     Args:
-        input_patterns: comma-separated files or globs.
-        batch_size: examples per batch (per replica when the caller distributes).
-        max_seq_length, max_predictions_per_seq: the lengths the files must have.
-        is_training: training or evaluation order.
-        seed: seed of the shuffles.
-        input_context: shards the files across input pipelines when given.
+      input_patterns: comma-separated paths or globs (or a list of them).
+      batch_size: examples per batch of this pipeline.
+      max_seq_length: L, length of input_ids, input_mask and segment_ids.
+      max_predictions_per_seq: P, length of the masked-LM features.
+      is_training: shuffle, repeat and drop the last partial batch.
+      seed: seed of both shuffles (None: a different order every run).
+      input_context: with several input pipelines, this one reads its share: whole files when
+        there are at least as many files as pipelines, every n-th record otherwise.
+      shuffle_buffer_size: records in the record-level shuffle buffer (the original: 100).
+
+    Returns:
+      A dataset of dicts: input_ids, input_mask, segment_ids [B, L] int32;
+      masked_lm_positions, masked_lm_ids [B, P] int32; masked_lm_weights [B, P] float32;
+      next_sentence_labels [B, 1] int32.
     """
-    files = list_input_files(input_patterns)
-    for path in files:
-        check_schema(path, max_seq_length, max_predictions_per_seq)
-    spec = pretraining_feature_spec(max_seq_length, max_predictions_per_seq)
-    dataset = tf.data.Dataset.from_tensor_slices(files)
-    if input_context is not None and input_context.num_input_pipelines > 1:
-        dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+    files = expand_file_patterns(input_patterns)
+    check_pretraining_files(files, max_seq_length, max_predictions_per_seq)
+    pipelines = input_context.num_input_pipelines if input_context else 1
+    pipeline_id = input_context.input_pipeline_id if input_context else 0
+    shard_records = pipelines > 1 and len(files) < pipelines
+    if pipelines > 1 and not shard_records:
+        files = files[pipeline_id::pipelines]
     if is_training:
+        dataset = tf.data.Dataset.from_tensor_slices(files)
         dataset = dataset.shuffle(len(files), seed=seed).repeat()
-        dataset = dataset.interleave(tf.data.TFRecordDataset, cycle_length=min(len(files), 4),
-                                     num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-        dataset = dataset.shuffle(100, seed=seed)
+        dataset = dataset.interleave(
+            tf.data.TFRecordDataset, cycle_length=min(len(files), _CYCLE_LENGTH),
+            num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     else:
-        dataset = tf.data.TFRecordDataset(dataset)
-    dataset = dataset.map(lambda record: _decode(record, spec),
-                          num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        dataset = tf.data.TFRecordDataset(files)
+    if shard_records:
+        dataset = dataset.shard(pipelines, pipeline_id)
+    if is_training:
+        dataset = dataset.shuffle(shuffle_buffer_size, seed=seed)
     dataset = dataset.batch(batch_size, drop_remainder=is_training)
+    dataset = dataset.map(_decoder(max_seq_length, max_predictions_per_seq),
+                          num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     return dataset.prefetch(tf.data.AUTOTUNE)
