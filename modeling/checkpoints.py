@@ -1,4 +1,4 @@
-"""One entry point for `--init_checkpoint`: detects the checkpoint's format and loads it strictly."""
+"""One entry point for `--init_checkpoint`: detects the format and loads the checkpoint strictly."""
 import logging
 
 import keras

@@ -1,4 +1,4 @@
-"""Hugging Face BERT folders: `config.json`, `model.safetensors`, `vocab.txt`, `tokenizer_config.json`.
+"""Hugging Face BERT folders: config.json, model.safetensors, vocab.txt, tokenizer_config.json.
 
 Reading and writing need `safetensors` and numpy only, not torch. The parameters go through the
 name table of `modeling.hf_names`; the head follows the weights present (the config's
@@ -21,11 +21,11 @@ from safetensors import safe_open
 from safetensors.numpy import save_file
 
 from modeling.checkpoint_names import tf1_name_map
+from modeling.config import BertConfig
 from modeling.heads_detection import (ModelSpec, UnsupportedCheckpointError, detect_model_spec,
                                       model_spec)
 from modeling.hf_config import (ARCHITECTURES, bert_config_from_hf, hf_config_from_bert,
                                 hf_tokenizer_config)
-from modeling.config import BertConfig
 from modeling.hf_names import (BASE_PREFIX, ENCODER_ONLY, HF_BUFFERS, HF_LEGACY_SUFFIXES,
                                HF_TIED, from_hf_arrays, to_hf_arrays)
 from modeling.tf1_checkpoint import CheckpointMismatchError

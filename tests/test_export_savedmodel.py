@@ -22,8 +22,8 @@ from modeling.serving import TextModelServer
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 MAX_SEQ_LENGTH = 24
-SINGLES = ["Hello, World!", "Naïve café — résumé in ÅNGSTRÖM", "中文字符 and 日本語 text",
-           "unaffable " * 30, ""]
+SINGLES = ["Hello, World!", "Naïve café — résumé in ÅNGSTRÖM",
+           "中文字符 and 日本語 text", "unaffable " * 30, ""]
 PAIRS = [("Is this a question?", "Yes, it is."), ("Only the first", ""),
          ("long words here " * 10, "short"), ("x", "a long second text " * 10)]
 CONTEXT = "The Eiffel Tower, in Paris, was completed in 1889 by Gustave Eiffel's company."

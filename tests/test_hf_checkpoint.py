@@ -72,8 +72,9 @@ def _check_against_project(loaded, hf, inputs):
     for key, value in _hf_outputs(loaded.spec.head, hf).items():
         np.testing.assert_allclose(ours[key].numpy(), value, atol=1e-5, rtol=0, err_msg=key)
     if loaded.spec.head == "pretraining":
+        vocab_size = loaded.model.config.vocab_size
         np.testing.assert_allclose(
-            log_softmax(ours["masked_lm_logits"].numpy().reshape(-1, loaded.model.config.vocab_size)),
+            log_softmax(ours["masked_lm_logits"].numpy().reshape(-1, vocab_size)),
             log_softmax(gather_positions(hf["prediction_logits"], inputs["masked_lm_positions"])),
             atol=1e-4, rtol=0)
 
@@ -81,8 +82,9 @@ def _check_against_project(loaded, hf, inputs):
 def _check_against_original(head, hf, expected):
     if head == "pretraining":
         positions = expected["inputs/masked_lm_positions"]
-        np.testing.assert_allclose(log_softmax(gather_positions(hf["prediction_logits"], positions)),
-                                   expected["masked_lm_log_probs"], atol=1e-4, rtol=0)
+        masked_lm_logits = gather_positions(hf["prediction_logits"], positions)
+        np.testing.assert_allclose(log_softmax(masked_lm_logits), expected["masked_lm_log_probs"],
+                                   atol=1e-4, rtol=0)
         np.testing.assert_allclose(log_softmax(hf["seq_relationship_logits"]),
                                    expected["next_sentence_log_probs"], atol=1e-5, rtol=0)
     elif head == "encoder":
@@ -125,7 +127,7 @@ def test_original_checkpoints_run_in_transformers_as_in_the_original(
 
 
 def _random_hf_folder(folder, class_name, hidden_act, **config):
-    """A transformers model with every parameter random (none zero or one), saved by transformers."""
+    """A transformers model with every parameter random (none zero or one), saved by it."""
     torch, transformers = require("torch"), require("transformers")
     torch.manual_seed(0)
     model = getattr(transformers, class_name)(
@@ -254,8 +256,9 @@ def test_written_tokenizer_matches_the_original_tokenizer(do_lower_case, fixture
                 do_lower_case)
     hf_tokenizer = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "hf"))
     ours = FullTokenizer(str(uncased_vocab), do_lower_case=do_lower_case)
-    for text in ["Hello, World! It's 3.14 o'clock.", "Naïve café — résumé", "中文字符 and 日本語",
-                 "unaffable unbelievably", "stays? e-mail@example.com"]:
+    texts = ["Hello, World! It's 3.14 o'clock.", "Naïve café — résumé", "中文字符 and 日本語",
+             "unaffable unbelievably", "stays? e-mail@example.com"]
+    for text in texts:
         expected = ours.convert_tokens_to_ids(["[CLS]"] + ours.tokenize(text) + ["[SEP]"])
         assert hf_tokenizer(text)["input_ids"] == expected, text
     assert load_file(str(tmp_path / "hf" / "model.safetensors"))
