@@ -1,11 +1,11 @@
 """Small generated question-answering sets in the official SQuAD v1.1 / v2.0 JSON format.
 
-Each paragraph is a short story about one animal, in the words of `data.synthetic_corpus`: where it
-does something, when, who saw it, plus sentences that describe it. Each question asks for one of
-these (an answer of one word that occurs once in the paragraph, or the animal for "which animal"),
-and the question word alone says which: a tiny model learns the task in a few hundred steps. With
-`version_2_with_negative`, some paragraphs leave out the time or the person, and questions about
-what was left out are unanswerable (`is_impossible`).
+Each paragraph is a short story about one animal, in the words of `data.synthetic_corpus`: what it
+does and when, where it lives, who saw it, and sentences that describe it. The questions ask where
+it lives, who saw it and which animal does what it does; each answer is one word of the paragraph,
+and the question's words point at it, so that a tiny model learns the task in a few hundred steps.
+With `version_2_with_negative`, some paragraphs leave out where the animal lives or who saw it, and
+the question about what was left out is unanswerable (`is_impossible`).
 """
 from __future__ import annotations
 
@@ -21,23 +21,23 @@ from data.synthetic_corpus import ACTIONS, ANIMALS, BAD, GOOD, PEOPLE, PLACES, T
 
 @dataclasses.dataclass(frozen=True)
 class _Story:
-    """The facts of one paragraph; `time` or `person` is None when the paragraph omits it."""
+    """The facts of one paragraph; `place` or `person` is None when the paragraph omits it."""
 
     animal: str
     action: str
-    place: str
-    time: str | None
+    time: str
+    place: str | None
     person: str | None
 
 
 def _paragraph(rng: random.Random, story: _Story) -> tuple[str, dict[str, int]]:
     """The context text, and the character offset of each answer in it."""
     # Sentences as words; the second item names the answer each word is, if any.
-    sentences = [[("the", ""), (story.animal, "animal"), (story.action, ""), ("near", ""),
-                  ("the", ""), (story.place, "place"), (".", "")]]
-    if story.time:
-        sentences.append([("it", ""), (story.action, ""), ("every", ""), (story.time, "time"),
-                          (".", "")])
+    sentences = [[("the", ""), (story.animal, "animal"), (story.action, ""), ("every", ""),
+                  (story.time, ""), (".", "")]]
+    if story.place:
+        sentences.append([("the", ""), (story.animal, ""), ("lives", ""), ("near", ""),
+                          ("the", ""), (story.place, "place"), (".", "")])
     if story.person:
         sentences.append([(story.person, "person"), ("saw", ""), ("the", ""),
                           (story.animal, ""), ("one", ""), ("day", ""), (".", "")])
@@ -59,12 +59,10 @@ def _paragraph(rng: random.Random, story: _Story) -> tuple[str, dict[str, int]]:
 
 def _questions(story: _Story) -> list[tuple[str, str, str | None]]:
     """(kind, question, answer or None when unanswerable) for every question about a story."""
-    verb = story.action[:-1]  # "sleeps" -> "sleep"
     return [
-        ("place", f"where does the {story.animal} {verb} ?", story.place),
-        ("time", f"when does the {story.animal} {verb} ?", story.time),
+        ("place", f"where does the {story.animal} live ?", story.place),
         ("person", f"who saw the {story.animal} ?", story.person),
-        ("animal", f"which animal {story.action} near the {story.place} ?", story.animal),
+        ("animal", f"which animal {story.action} every {story.time} ?", story.animal),
     ]
 
 
@@ -73,8 +71,8 @@ def squad_dataset(num_paragraphs: int, seed: int = 0, version_2_with_negative: b
     """A SQuAD-format dataset: {"version", "data": [articles]} with one paragraph per article.
 
     Args:
-        num_paragraphs: paragraphs to generate; each gets four questions (v1.1) or two to four
-            questions of which some may be unanswerable (v2.0).
+        num_paragraphs: paragraphs to generate; each gets three questions, of which one may be
+            unanswerable (v2.0) or left out (v1.1).
         seed: the generator's seed (same seed, same file).
         version_2_with_negative: write v2.0 (`is_impossible` on every question).
         name: prefix of the question ids and titles.
@@ -83,10 +81,10 @@ def squad_dataset(num_paragraphs: int, seed: int = 0, version_2_with_negative: b
     articles = []
     for index in range(num_paragraphs):
         story = _Story(animal=rng.choice(ANIMALS), action=rng.choice(ACTIONS),
-                       place=rng.choice(PLACES), time=rng.choice(TIMES),
+                       time=rng.choice(TIMES), place=rng.choice(PLACES),
                        person=rng.choice(PEOPLE).capitalize())
         if version_2_with_negative and rng.random() < 0.5:
-            story = dataclasses.replace(story, **{rng.choice(["time", "person"]): None})
+            story = dataclasses.replace(story, **{rng.choice(["place", "person"]): None})
         context, offsets = _paragraph(rng, story)
         qas = []
         for kind, question, answer in _questions(story):
