@@ -24,7 +24,6 @@ import keras
 import tensorflow as tf
 
 from modeling.config import BertConfig
-from modeling.encoder import BertEncoder
 from modeling.heads_detection import (ENCODER, ModelSpec, UnsupportedCheckpointError,
                                       build_model, detect_model_spec, model_spec)
 from modeling.hf_checkpoint import (VOCAB_FILE, assign_tf1_values, check_hf_writable,
@@ -194,12 +193,7 @@ def _set_default_permissions(folder: str) -> None:
 
 
 def _save_keras(model: keras.Model, folder: str, spec: ModelSpec, do_lower_case: bool) -> None:
-    prefix = os.path.join(folder, KERAS_PREFIX)
-    if isinstance(model, BertEncoder):
-        # The layout `load_project_checkpoint` reads a bare encoder from.
-        tf.train.Checkpoint(model=tf.train.Checkpoint(encoder=model)).write(prefix)
-    else:
-        save_project_checkpoint(model, prefix)
+    save_project_checkpoint(model, os.path.join(folder, KERAS_PREFIX))
     with open(os.path.join(folder, SPEC_FILE), "w", encoding="utf-8") as f:
         json.dump({**spec.to_dict(), "do_lower_case": do_lower_case}, f, indent=2, sort_keys=True)
         f.write("\n")

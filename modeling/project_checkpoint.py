@@ -48,5 +48,8 @@ def load_project_checkpoint(model: keras.Model, prefix: str) -> None:
 
 
 def save_project_checkpoint(model: keras.Model, prefix: str) -> str:
-    """Writes the model (no optimizer state) as a project checkpoint; returns the path written."""
-    return tf.train.Checkpoint(model=model).write(prefix)
+    """Writes the model (no optimizer state) as a project checkpoint; returns the path written.
+
+    A bare encoder is written as the `encoder` child of `model`, as training runs write it.
+    """
+    return _bind(model).write(prefix)
