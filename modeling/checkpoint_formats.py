@@ -26,11 +26,12 @@ import tensorflow as tf
 from modeling.config import BertConfig
 from modeling.heads_detection import (ENCODER, ModelSpec, UnsupportedCheckpointError,
                                       build_model, detect_model_spec, model_spec)
-from modeling.hf_checkpoint import (VOCAB_FILE, assign_tf1_values, check_hf_writable,
+from modeling.hf_checkpoint import (VOCAB_FILE, check_hf_writable,
                                     is_hf_folder, read_hf_checkpoint, write_hf_checkpoint)
 from modeling.project_checkpoint import (is_project_checkpoint, load_project_checkpoint,
                                          save_project_checkpoint)
-from modeling.tf1_checkpoint import (load_tf1_checkpoint, resolve_checkpoint_prefix,
+from modeling.tf1_checkpoint import (assign_tf1_values, load_tf1_checkpoint,
+                                     resolve_checkpoint_prefix,
                                      save_tf1_checkpoint)
 
 TF1, KERAS, HF = "tf1", "keras", "hf"

@@ -28,7 +28,7 @@ from modeling.hf_config import (ARCHITECTURES, bert_config_from_hf, hf_config_fr
                                 hf_tokenizer_config)
 from modeling.hf_names import (BASE_PREFIX, ENCODER_ONLY, HF_BUFFERS, HF_LEGACY_SUFFIXES,
                                HF_TIED, from_hf_arrays, to_hf_arrays)
-from modeling.tf1_checkpoint import CheckpointMismatchError
+from modeling.tf1_checkpoint import CheckpointMismatchError, assign_tf1_values
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -189,28 +189,6 @@ def load_hf_checkpoint(model: keras.Model, folder: str) -> list[str]:
             f"{folder} computes hidden_act={checkpoint.config.hidden_act!r}, the model "
             f"hidden_act={model.config.hidden_act!r}")
     return assign_tf1_values(model, checkpoint.values, folder)
-
-
-def assign_tf1_values(model: keras.Model, values: dict[str, np.ndarray], source: str
-                      ) -> list[str]:
-    """Assigns original-named arrays to every variable of a model, after checking them all."""
-    mapping = tf1_name_map(model)
-    problems = [f"  {name}: missing (model shape {tuple(variable.shape)})"
-                if name not in values else
-                f"  {name}: checkpoint shape {values[name].shape}, model shape "
-                f"{tuple(variable.shape)}"
-                for name, variable in sorted(mapping.items())
-                if name not in values or values[name].shape != tuple(variable.shape)]
-    if problems:
-        raise CheckpointMismatchError(f"{source} does not fit the model ({len(problems)} "
-                                      "variables):\n" + "\n".join(problems))
-    for name, variable in mapping.items():
-        variable.assign(values[name])
-    unused = sorted(set(values) - set(mapping))
-    if unused:
-        logging.warning("%s: %d weights not used by the model: %s", source, len(unused),
-                        ", ".join(unused))
-    return unused
 
 
 def check_hf_writable(spec: ModelSpec) -> None:

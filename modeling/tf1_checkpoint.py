@@ -60,9 +60,17 @@ def load_tf1_checkpoint(model: keras.Model, path: str) -> list[str]:
         CheckpointMismatchError: a needed variable is missing or has another shape; the vocabulary
             size of the config and of the checkpoint disagree.
     """
-    values = read_tf1_checkpoint(path)
+    return assign_tf1_values(model, read_tf1_checkpoint(path), f"checkpoint {path}")
+
+
+def assign_tf1_values(model: keras.Model, values: dict[str, np.ndarray], source: str
+                      ) -> list[str]:
+    """Assigns arrays named as in the original checkpoints to every variable of a model.
+
+    Every name and shape is checked before anything is assigned. Returns the unused names.
+    """
     mapping = tf1_name_map(model)
-    _check_vocab_size(mapping, values, path)
+    _check_vocab_size(mapping, values, source)
     problems = []
     for name, variable in sorted(mapping.items()):
         if name not in values:
@@ -73,25 +81,25 @@ def load_tf1_checkpoint(model: keras.Model, path: str) -> list[str]:
                             f"{tuple(variable.shape)}")
     if problems:
         raise CheckpointMismatchError(
-            f"checkpoint {path} does not fit the model ({len(problems)} variables):\n"
+            f"{source} does not fit the model ({len(problems)} variables):\n"
             + "\n".join(problems))
     for name, variable in mapping.items():
         variable.assign(values[name].astype(variable.dtype))
     unused = sorted(set(values) - set(mapping))
     if unused:
-        logging.warning("checkpoint %s: %d variables not used by the model: %s", path,
-                        len(unused), ", ".join(unused))
+        logging.warning("%s: %d variables not used by the model: %s", source, len(unused),
+                        ", ".join(unused))
     return unused
 
 
-def _check_vocab_size(mapping, values, path):
+def _check_vocab_size(mapping, values, source):
     if WORD_EMBEDDINGS in mapping and WORD_EMBEDDINGS in values:
         model_rows = mapping[WORD_EMBEDDINGS].shape[0]
         checkpoint_rows = values[WORD_EMBEDDINGS].shape[0]
         if model_rows != checkpoint_rows:
             raise CheckpointMismatchError(
-                f"vocab_size mismatch: bert_config.json says vocab_size={model_rows} but the "
-                f"checkpoint {path} has {checkpoint_rows} rows in {WORD_EMBEDDINGS}")
+                f"vocab_size mismatch: bert_config.json says vocab_size={model_rows} but "
+                f"{source} has {checkpoint_rows} rows in {WORD_EMBEDDINGS}")
 
 
 def save_tf1_checkpoint(model: keras.Model, prefix: str, global_step: int | None = None,

@@ -12,7 +12,8 @@ from modeling.checkpoints import HF as HF_FOUND, load_checkpoint
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from modeling.heads_detection import ModelSpec, UnsupportedCheckpointError, build_model
-from modeling.hf_checkpoint import assign_tf1_values, read_hf_checkpoint
+from modeling.hf_checkpoint import read_hf_checkpoint
+from modeling.tf1_checkpoint import assign_tf1_values
 from modeling.hf_config import ARCHITECTURES
 from modeling.hf_names import hf_rows, to_hf_arrays
 from modeling.tf1_checkpoint import CheckpointMismatchError, load_tf1_checkpoint
