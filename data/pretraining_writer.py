@@ -140,8 +140,9 @@ def write_pretraining_records(input_files: Sequence[str], output_files: Sequence
                               ) -> WriteSummary:
     """Writes the pretraining records of `input_files` to `output_files`.
 
-    The caller validates the paths, vocabulary and settings first (`create_pretraining_data.py`
-    does); nothing here is written under a final name before every record is written.
+    The sampling settings and options are checked first; the caller checks the paths and the
+    vocabulary (`create_pretraining_data.py` does). Nothing is written under a final name before
+    every record is written; on an error the temporary files are removed.
 
     Args:
       input_files: text files, read in this order.
@@ -152,7 +153,12 @@ def write_pretraining_records(input_files: Sequence[str], output_files: Sequence
 
     Returns:
       What was read, skipped and written.
+
+    Raises:
+      ValueError: a setting or option is out of range.
     """
+    settings.config.validate()
+    options.validate()
     counts = pretraining_corpus.ReadCounts()
     summary = WriteSummary(list(output_files), [0] * len(output_files),
                            total_input_bytes=sum(os.path.getsize(p) for p in input_files))
