@@ -1,0 +1,326 @@
+"""Named-entity recognition on CoNLL-2003 (paper section 5.3): fine-tuning or frozen features.
+
+    python run_ner.py --data_dir=$CONLL_DIR --vocab_file=$BERT_DIR/vocab.txt \
+      --bert_config_file=$BERT_DIR/bert_config.json --init_checkpoint=$BERT_DIR/bert_model.ckpt \
+      --do_train --do_eval --do_predict --document_context --max_seq_length=128 \
+      --train_batch_size=32 --learning_rate=5e-5 --num_train_epochs=3.0 --output_dir=/tmp/ner
+
+--data_dir holds train.txt, valid.txt and test.txt (or eng.train, eng.testa, eng.testb), IOB1 or
+IOB2. Each word's first WordPiece carries its tag; other pieces are ignored by the loss and the
+predictions. --document_context fills each sequence with the sentence's neighbours in its document.
+With --feature_based, BERT stays frozen: the concatenated activations of --feature_layers at each
+word, computed once and cached under --feature_cache_dir, feed a two-layer BiLSTM
+(--lstm_units per direction) and a classifier, which alone are trained.
+
+Outputs in --output_dir, for dev (--do_eval) and test (--do_predict): `eval_results.txt` /
+`test_results.txt` (entity precision, recall, F1 overall and per type, token accuracy, loss),
+`conlleval_dev.txt` / `conlleval_test.txt` (the conlleval report, also printed), and
+`predictions_dev.txt` / `predictions_test.txt` (`word gold predicted`, conlleval's input). Training
+writes `label_list.txt`, read back by runs without --do_train, the training checkpoints (`ckpt-N`,
+this project's format) and `model.ckpt` in the original format (the whole tagger when fine-tuning,
+the encoder with --feature_based) with `bert_config.json`.
+"""
+from __future__ import annotations
+
+import os
+
+from absl import app, flags, logging
+import numpy as np
+import tensorflow as tf
+
+import common_flags
+from data import conll, ner_features, ner_metrics, tokenization
+from data.feature_extraction import parse_layer_indexes
+from data.output_files import write_eval_results, write_text_atomically
+from modeling import losses
+from modeling.bilstm_tagger import BiLstmTagger
+from modeling.checkpoints import load_checkpoint
+from modeling.config import BertConfig
+from modeling.encoder import BertEncoder
+from modeling.task_models import BertTokenClassifier
+from modeling.tf1_checkpoint import save_tf1_checkpoint
+from training import feature_cache, fine_tuning
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("data_dir", None, "Folder of the CoNLL files: train.txt, valid.txt, test.txt.")
+flags.DEFINE_string("bert_config_file", None, "The bert_config.json of the pretrained model.")
+flags.DEFINE_string("vocab_file", None, "The vocab.txt of the pretrained model.")
+flags.DEFINE_string("output_dir", None, "Where checkpoints, results and predictions go.")
+flags.DEFINE_string("init_checkpoint", None, "Pretrained checkpoint: the encoder to fine-tune or, "
+                    "with --feature_based, to extract features from. Without --do_train and "
+                    "--feature_based, a fine-tuned tagger (default: the newest in --output_dir).")
+flags.DEFINE_bool("do_lower_case", False, "Lower-case the input (uncased models; NER usually "
+                  "uses cased ones).")
+flags.DEFINE_integer("max_seq_length", 128, "Tokens per sequence; longer sentences are cut.")
+flags.DEFINE_bool("do_train", False, "Train on the train file.")
+flags.DEFINE_bool("do_eval", False, "Score the dev file (valid.txt).")
+flags.DEFINE_bool("do_predict", False, "Tag and score the test file (test.txt).")
+flags.DEFINE_integer("train_batch_size", 32, "Global batch size (sentences) for training.")
+flags.DEFINE_integer("eval_batch_size", 8, "Batch size for evaluation.")
+flags.DEFINE_integer("predict_batch_size", 8, "Batch size for prediction and feature extraction.")
+flags.DEFINE_float("learning_rate", None, "Peak learning rate (default 5e-5 fine-tuning, 1e-3 "
+                   "with --feature_based).")
+flags.DEFINE_float("num_train_epochs", 3.0, "Epochs of training (may be fractional).")
+flags.DEFINE_float("warmup_proportion", 0.1, "Share of the training steps with a linear warm-up.")
+flags.DEFINE_integer("save_checkpoints_steps", 1000, "Steps between training checkpoints.")
+flags.DEFINE_enum("tag_scheme", "auto", conll.TAG_SCHEMES, "Tags of the files: iob1, iob2, auto.")
+flags.DEFINE_bool("document_context", False, "Pack the maximal document context around each "
+                  "sentence, as the paper does.")
+flags.DEFINE_bool("feature_based", False, "Keep BERT frozen; train a BiLSTM on its features.")
+flags.DEFINE_string("feature_layers", "-1,-2,-3,-4", "--feature_based: encoder layers to "
+                    "concatenate (-1 is the last).")
+flags.DEFINE_integer("lstm_units", 768, "--feature_based: units of each LSTM direction.")
+flags.DEFINE_string("feature_cache_dir", None, "--feature_based: where features are cached "
+                    "(default: <output_dir>/feature_cache).")
+common_flags.define_training_flags()
+flags.mark_flags_as_required(["data_dir", "vocab_file", "bert_config_file", "output_dir"])
+
+_FILES = {"train": ("train.txt", "eng.train"),
+          "dev": ("valid.txt", "dev.txt", "testa.txt", "eng.testa"),
+          "test": ("test.txt", "testb.txt", "eng.testb")}
+_RESULTS = {"dev": "eval_results.txt", "test": "test_results.txt"}
+_LABEL_FILE = "label_list.txt"
+
+
+def _check_flags(config: BertConfig) -> list[int]:
+    """Checks the flags; returns the feature layers (for --feature_based)."""
+    if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
+        raise ValueError("At least one of --do_train, --do_eval or --do_predict must be set")
+    if not 3 <= FLAGS.max_seq_length <= config.max_position_embeddings:
+        raise ValueError(f"--max_seq_length={FLAGS.max_seq_length} must be between 3 and the "
+                         f"model's max_position_embeddings={config.max_position_embeddings}")
+    for name in ("train_batch_size", "eval_batch_size", "predict_batch_size", "lstm_units"):
+        if FLAGS[name].value < 1:
+            raise ValueError(f"--{name}={FLAGS[name].value} must be positive")
+    if not FLAGS.feature_based:
+        return []
+    if not FLAGS.init_checkpoint:
+        raise ValueError("--feature_based needs --init_checkpoint (the encoder to extract from)")
+    try:
+        return parse_layer_indexes(FLAGS.feature_layers, config.num_hidden_layers)
+    except ValueError as error:
+        raise ValueError(f"--feature_layers={FLAGS.feature_layers}: {error}") from None
+
+
+def _split_path(split: str) -> str:
+    for name in _FILES[split]:
+        path = os.path.join(FLAGS.data_dir, name)
+        if os.path.isfile(path):
+            return path
+    raise FileNotFoundError(f"no {split} file in --data_dir={FLAGS.data_dir} (looked for "
+                            f"{', '.join(_FILES[split])})")
+
+
+def _read_splits() -> dict[str, tuple[str, conll.ConllData]]:
+    """Reads every file the run needs, so that bad input fails before anything is written."""
+    wanted = {"train": FLAGS.do_train, "dev": FLAGS.do_eval, "test": FLAGS.do_predict}
+    return {split: (path, conll.read_conll_file(path, FLAGS.tag_scheme))
+            for split, needed in wanted.items() if needed for path in [_split_path(split)]}
+
+
+def _label_list(splits: dict[str, tuple[str, conll.ConllData]]) -> list[str]:
+    """Labels from the training file, or as saved beside the model by the training run."""
+    if FLAGS.do_train:
+        return conll.label_list(conll.entity_types(splits["train"][1]))
+    folders = [FLAGS.output_dir]
+    if FLAGS.init_checkpoint and not FLAGS.feature_based:
+        init = FLAGS.init_checkpoint
+        folders.append(init if os.path.isdir(init) else os.path.dirname(init))
+    for folder in folders:
+        path = os.path.join(folder, _LABEL_FILE)
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as f:
+                return [line.strip() for line in f if line.strip()]
+    raise FileNotFoundError(f"without --do_train the labels come from the training run's "
+                            f"{_LABEL_FILE}, found in none of {folders}")
+
+
+def _features(splits: dict[str, tuple[str, conll.ConllData]], tokenizer,
+              labels: list[str]) -> dict[str, ner_features.NerFeatures]:
+    """Every split's features, made before anything is written (a tag outside the labels fails)."""
+    features = {}
+    for split, (path, data) in splits.items():
+        try:
+            features[split] = ner_features.convert_documents_to_features(
+                data.documents, tokenizer, labels, FLAGS.max_seq_length, FLAGS.document_context)
+        except ValueError as error:
+            raise ValueError(f"{path}: {error}") from None
+    return features
+
+
+def _loss_fn(outputs, batch, normaliser):
+    count = normaliser.global_sum(tf.reduce_sum(tf.cast(batch["label_ids"] >= 0, tf.float32)))
+    return {"loss": losses.token_cross_entropy(outputs["logits"], batch["label_ids"], count)}
+
+
+def _optimizer(num_examples: int):
+    num_train_steps = fine_tuning.train_steps(num_examples, FLAGS.train_batch_size,
+                                              FLAGS.num_train_epochs)
+    learning_rate = FLAGS.learning_rate or (1e-3 if FLAGS.feature_based else 5e-5)
+    logging.info("***** Running training *****: %d sentences, batch size %d, %d steps, "
+                 "learning rate %g", num_examples, FLAGS.train_batch_size, num_train_steps,
+                 learning_rate)
+    return common_flags.create_optimizer_from_flags(
+        learning_rate, num_train_steps,
+        fine_tuning.warmup_steps(num_train_steps, FLAGS.warmup_proportion)), num_train_steps
+
+
+def _train_fine_tuned(strategy, config, features: ner_features.NerFeatures, num_labels: int):
+    with strategy.scope():
+        model = BertTokenClassifier(config, num_labels)
+        optimizer, num_train_steps = _optimizer(len(features.input_ids))
+        if not tf.train.latest_checkpoint(FLAGS.output_dir):
+            fine_tuning.initialise_encoder(model, FLAGS.init_checkpoint)
+    fine_tuning.fit(strategy, model, optimizer, _loss_fn, features.to_arrays(),
+                    FLAGS.train_batch_size, num_train_steps, FLAGS.output_dir, FLAGS.seed,
+                    FLAGS.save_checkpoints_steps, FLAGS.use_xla, FLAGS.gradient_accumulation_steps)
+    if common_flags.is_chief(strategy):
+        fine_tuning.save_fine_tuned(model, FLAGS.output_dir, num_train_steps)
+    return model, num_train_steps
+
+
+def _encoder(config: BertConfig) -> BertEncoder:
+    encoder = BertEncoder(config)
+    found = load_checkpoint(encoder, FLAGS.init_checkpoint)
+    logging.info("frozen encoder loaded from %s (%s)", FLAGS.init_checkpoint, found)
+    return encoder
+
+
+def _word_features(config, path: str, features: ner_features.NerFeatures,
+                   layers: list[int]) -> feature_cache.WordFeatures:
+    parts = {"checkpoint": feature_cache.checkpoint_digest(FLAGS.init_checkpoint),
+             "bert_config": config.to_dict(), "vocab": feature_cache.file_digest(FLAGS.vocab_file),
+             "data": feature_cache.file_digest(path), "do_lower_case": FLAGS.do_lower_case,
+             "tag_scheme": FLAGS.tag_scheme, "layers": layers,
+             "max_seq_length": FLAGS.max_seq_length, "document_context": FLAGS.document_context,
+             "dtype": FLAGS.dtype}
+    cache_dir = FLAGS.feature_cache_dir or os.path.join(FLAGS.output_dir, "feature_cache")
+    return feature_cache.cached_word_features(
+        cache_dir, feature_cache.cache_key(parts), {**parts, "data_file": path},
+        lambda: _encoder(config), features.to_arrays(), features.word_positions, layers,
+        FLAGS.predict_batch_size)
+
+
+def _word_labels(features: ner_features.NerFeatures) -> np.ndarray:
+    """int32 [num_words] each word's label id, -1 for a word without a piece in its sequence."""
+    rows = [np.where(positions >= 0, labels[np.maximum(positions, 0)], -1)
+            for labels, positions in zip(features.label_ids, features.word_positions)]
+    return np.concatenate(rows).astype(np.int32) if rows else np.zeros(0, np.int32)
+
+
+def _tagger(feature_size: int, num_labels: int) -> BiLstmTagger:
+    return BiLstmTagger(feature_size, num_labels, lstm_units=FLAGS.lstm_units)
+
+
+def _train_feature_based(strategy, config, path: str, features: ner_features.NerFeatures,
+                         num_labels: int, layers: list[int]):
+    words = _word_features(config, path, features, layers)
+    with strategy.scope():
+        tagger = _tagger(words.feature_size, num_labels)
+        optimizer, num_train_steps = _optimizer(words.num_sentences)
+    dataset_fn = feature_cache.training_dataset_fn(
+        words, _word_labels(features),
+        FLAGS.train_batch_size // FLAGS.gradient_accumulation_steps, FLAGS.seed)
+    fine_tuning.fit_dataset(strategy, tagger, optimizer, _loss_fn, dataset_fn,
+                            FLAGS.train_batch_size, num_train_steps, FLAGS.output_dir,
+                            FLAGS.save_checkpoints_steps, FLAGS.use_xla,
+                            FLAGS.gradient_accumulation_steps)
+    if common_flags.is_chief(strategy):
+        save_tf1_checkpoint(_encoder(config), os.path.join(FLAGS.output_dir, "model.ckpt"),
+                            global_step=num_train_steps, update_state_file=False)
+        config.to_json_file(os.path.join(FLAGS.output_dir, "bert_config.json"))
+    return tagger, num_train_steps
+
+
+def _restore(config: BertConfig, num_labels: int, layers: list[int]):
+    """The trained tagger, when not training: strictly, head included."""
+    if FLAGS.feature_based:
+        path = FLAGS.output_dir
+        model = _tagger(len(layers) * config.hidden_size, num_labels)
+    else:
+        path = FLAGS.init_checkpoint or FLAGS.output_dir
+        model = BertTokenClassifier(config, num_labels)
+    found = load_checkpoint(model, path)
+    logging.info("tagging with the trained %s %s", found, path)
+    return model, common_flags.checkpoint_step(path)
+
+
+def _tag(model, config, path: str, features: ner_features.NerFeatures, labels: list[str],
+         layers: list[int], batch_size: int) -> tuple[list[list[str]], float]:
+    """Predicted tags per sentence and word, and the mean loss over the labelled words."""
+    if not FLAGS.feature_based:
+        logits = fine_tuning.predict(model, features.to_arrays(), batch_size)["logits"]
+        loss = losses.token_cross_entropy(logits, features.label_ids)
+        return ner_features.predicted_word_tags(features, np.argmax(logits, -1), labels), \
+            float(loss)
+    words = _word_features(config, path, features, layers)
+    logits = feature_cache.predict_words(model, words, batch_size)               # [words, K]
+    word_labels = _word_labels(features)
+    loss = losses.token_cross_entropy(logits[None], word_labels[None])
+    # Back to token positions, where predicted_word_tags reads them.
+    predicted = np.zeros_like(features.input_ids)
+    for row, positions in enumerate(features.word_positions):
+        kept = positions >= 0
+        word_ids = np.argmax(logits[words.offsets[row]:words.offsets[row + 1]], -1)
+        predicted[row, positions[kept]] = word_ids[kept]
+    return ner_features.predicted_word_tags(features, predicted, labels), float(loss)
+
+
+def _results(evaluation: ner_metrics.NerEvaluation, loss: float, global_step: int) -> dict:
+    results = {"eval_precision": evaluation.overall.precision / 100,
+               "eval_recall": evaluation.overall.recall / 100,
+               "eval_f1": evaluation.overall.f1 / 100,
+               "eval_accuracy": evaluation.accuracy / 100, "eval_loss": loss,
+               "global_step": global_step}
+    for chunk_type, scores in evaluation.per_type.items():
+        results.update({f"eval_precision_{chunk_type}": scores.precision / 100,
+                        f"eval_recall_{chunk_type}": scores.recall / 100,
+                        f"eval_f1_{chunk_type}": scores.f1 / 100})
+    return results
+
+
+def _evaluate(model, config, split: str, path: str, data: conll.ConllData,
+              features: ner_features.NerFeatures, labels: list[str], layers: list[int],
+              global_step: int) -> None:
+    batch_size = FLAGS.eval_batch_size if split == "dev" else FLAGS.predict_batch_size
+    tags, loss = _tag(model, config, path, features, labels, layers, batch_size)
+    sentences = data.sentences
+    evaluation = ner_metrics.evaluate_ner([s.tags for s in sentences], tags)
+    ner_features.write_conll_predictions(
+        os.path.join(FLAGS.output_dir, f"predictions_{split}.txt"), sentences, tags)
+    ner_metrics.write_report(os.path.join(FLAGS.output_dir, f"conlleval_{split}.txt"), evaluation)
+    write_eval_results(os.path.join(FLAGS.output_dir, _RESULTS[split]),
+                       _results(evaluation, loss, global_step))
+    print(f"***** {split} ({path}) *****\n{ner_metrics.format_report(evaluation)}", flush=True)
+
+
+def main(_):
+    config = BertConfig.from_json_file(FLAGS.bert_config_file)
+    layers = _check_flags(config)
+    tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case, FLAGS.init_checkpoint)
+    tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
+    splits = _read_splits()
+    labels = _label_list(splits)
+    features = _features(splits, tokenizer, labels)
+    tf.io.gfile.makedirs(FLAGS.output_dir)
+    strategy = common_flags.setup_from_flags()
+    if FLAGS.do_train:
+        common_flags.check_batch_size("train_batch_size", FLAGS.train_batch_size, strategy)
+        write_text_atomically(os.path.join(FLAGS.output_dir, _LABEL_FILE), "\n".join(labels) + "\n")
+        if FLAGS.feature_based:
+            model, global_step = _train_feature_based(strategy, config, splits["train"][0],
+                                                      features["train"], len(labels), layers)
+        else:
+            model, global_step = _train_fine_tuned(strategy, config, features["train"],
+                                                   len(labels))
+    else:
+        model, global_step = _restore(config, len(labels), layers)
+    if not common_flags.is_chief(strategy):
+        return
+    for split in ("dev", "test"):
+        if split in splits:
+            _evaluate(model, config, split, *splits[split], features[split], labels, layers,
+                      global_step)
+
+if __name__ == "__main__":
+    app.run(main)
