@@ -3,6 +3,7 @@ initialising the encoder from a checkpoint, and writing the fine-tuned model in 
 """
 from __future__ import annotations
 
+import json
 import math
 import os
 from typing import Callable
@@ -12,7 +13,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from data.output_files import write_text_atomically
+from modeling.checkpoint_formats import SPEC_FILE
 from modeling.checkpoints import load_checkpoint
+from modeling.heads_detection import model_spec
 from modeling.tf1_checkpoint import save_tf1_checkpoint
 from training.trainer import LossFn, Trainer, TrainingConfig
 
@@ -91,13 +95,16 @@ def predict(model: keras.Model, arrays: dict[str, np.ndarray], batch_size: int,
 
 
 def save_fine_tuned(model: keras.Model, output_dir: str, global_step: int) -> str:
-    """Writes `model.ckpt` in the original TF1 format and `bert_config.json` beside it.
+    """Writes `model.ckpt` in the original TF1 format, `bert_config.json` and `model_spec.json`.
 
-    The training checkpoints (`ckpt-N`, project format) stay beside them for resumption.
+    The training checkpoints (`ckpt-N`, project format) stay beside them for resumption;
+    `model_spec.json` names their head, so `convert_checkpoint.py` can rebuild the model from them.
     """
     prefix = save_tf1_checkpoint(model, os.path.join(output_dir, "model.ckpt"),
                                  global_step=global_step, update_state_file=False)
     model.config.to_json_file(os.path.join(output_dir, "bert_config.json"))
+    write_text_atomically(os.path.join(output_dir, SPEC_FILE),
+                          json.dumps(model_spec(model).to_dict(), indent=2, sort_keys=True) + "\n")
     logging.info("fine-tuned model written to %s (original format)", prefix)
     return prefix
 
