@@ -114,25 +114,31 @@ def _split_path(split: str) -> str:
 def _read_splits() -> dict[str, tuple[str, conll.ConllData]]:
     """Reads every file the run needs, so that bad input fails before anything is written."""
     wanted = {"train": FLAGS.do_train, "dev": FLAGS.do_eval, "test": FLAGS.do_predict}
-    return {split: (path, conll.read_conll_file(path, FLAGS.tag_scheme))
-            for split, needed in wanted.items() if needed for path in [_split_path(split)]}
+    splits = {}
+    for split in (split for split, needed in wanted.items() if needed):
+        path = _split_path(split)
+        splits[split] = (path, conll.read_conll_file(path, FLAGS.tag_scheme))
+    return splits
+
+
+def _model_folder() -> str:
+    """Where the trained tagger comes from without --do_train."""
+    init = FLAGS.init_checkpoint
+    if init and not FLAGS.feature_based:
+        return init if os.path.isdir(init) else os.path.dirname(init)
+    return FLAGS.output_dir
 
 
 def _label_list(splits: dict[str, tuple[str, conll.ConllData]]) -> list[str]:
-    """Labels from the training file, or as saved beside the model by the training run."""
+    """Labels from the training file, or as the training run saved them beside the model."""
     if FLAGS.do_train:
         return conll.label_list(conll.entity_types(splits["train"][1]))
-    folders = [FLAGS.output_dir]
-    if FLAGS.init_checkpoint and not FLAGS.feature_based:
-        init = FLAGS.init_checkpoint
-        folders.append(init if os.path.isdir(init) else os.path.dirname(init))
-    for folder in folders:
-        path = os.path.join(folder, _LABEL_FILE)
-        if os.path.isfile(path):
-            with open(path, encoding="utf-8") as f:
-                return [line.strip() for line in f if line.strip()]
-    raise FileNotFoundError(f"without --do_train the labels come from the training run's "
-                            f"{_LABEL_FILE}, found in none of {folders}")
+    path = os.path.join(_model_folder(), _LABEL_FILE)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path} does not exist: without --do_train the labels come from "
+                                "the file the training run wrote beside the model")
+    with open(path, encoding="utf-8") as f:
+        return [line.strip() for line in f if line.strip()]
 
 
 def _features(splits: dict[str, tuple[str, conll.ConllData]], tokenizer,
@@ -245,25 +251,28 @@ def _restore(config: BertConfig, num_labels: int, layers: list[int]):
     return model, common_flags.checkpoint_step(path)
 
 
-def _tag(model, config, path: str, features: ner_features.NerFeatures, labels: list[str],
-         layers: list[int], batch_size: int) -> tuple[list[list[str]], float]:
+def _tag_fine_tuned(model: BertTokenClassifier, features: ner_features.NerFeatures,
+                    labels: list[str], batch_size: int) -> tuple[list[list[str]], float]:
     """Predicted tags per sentence and word, and the mean loss over the labelled words."""
-    if not FLAGS.feature_based:
-        logits = fine_tuning.predict(model, features.to_arrays(), batch_size)["logits"]
-        loss = losses.token_cross_entropy(logits, features.label_ids)
-        return ner_features.predicted_word_tags(features, np.argmax(logits, -1), labels), \
-            float(loss)
+    logits = fine_tuning.predict(model, features.to_arrays(), batch_size)["logits"]  # [N, T, K]
+    loss = float(losses.token_cross_entropy(logits, features.label_ids))
+    return ner_features.predicted_word_tags(features, np.argmax(logits, -1), labels), loss
+
+
+def _tag_feature_based(tagger: BiLstmTagger, config: BertConfig, path: str,
+                       features: ner_features.NerFeatures, labels: list[str], layers: list[int],
+                       batch_size: int) -> tuple[list[list[str]], float]:
+    """As `_tag_fine_tuned`, from the (cached) features of the split in `path`."""
     words = _word_features(config, path, features, layers)
-    logits = feature_cache.predict_words(model, words, batch_size)               # [words, K]
-    word_labels = _word_labels(features)
-    loss = losses.token_cross_entropy(logits[None], word_labels[None])
-    # Back to token positions, where predicted_word_tags reads them.
+    logits = feature_cache.predict_words(tagger, words, batch_size)             # [words, K]
+    loss = float(losses.token_cross_entropy(logits[None], _word_labels(features)[None]))
+    # Each word's prediction goes to its first piece, where predicted_word_tags reads it.
     predicted = np.zeros_like(features.input_ids)
     for row, positions in enumerate(features.word_positions):
         kept = positions >= 0
         word_ids = np.argmax(logits[words.offsets[row]:words.offsets[row + 1]], -1)
         predicted[row, positions[kept]] = word_ids[kept]
-    return ner_features.predicted_word_tags(features, predicted, labels), float(loss)
+    return ner_features.predicted_word_tags(features, predicted, labels), loss
 
 
 def _results(evaluation: ner_metrics.NerEvaluation, loss: float, global_step: int) -> dict:
@@ -283,7 +292,10 @@ def _evaluate(model, config, split: str, path: str, data: conll.ConllData,
               features: ner_features.NerFeatures, labels: list[str], layers: list[int],
               global_step: int) -> None:
     batch_size = FLAGS.eval_batch_size if split == "dev" else FLAGS.predict_batch_size
-    tags, loss = _tag(model, config, path, features, labels, layers, batch_size)
+    if FLAGS.feature_based:
+        tags, loss = _tag_feature_based(model, config, path, features, labels, layers, batch_size)
+    else:
+        tags, loss = _tag_fine_tuned(model, features, labels, batch_size)
     sentences = data.sentences
     evaluation = ner_metrics.evaluate_ner([s.tags for s in sentences], tags)
     ner_features.write_conll_predictions(
@@ -306,7 +318,8 @@ def main(_):
     strategy = common_flags.setup_from_flags()
     if FLAGS.do_train:
         common_flags.check_batch_size("train_batch_size", FLAGS.train_batch_size, strategy)
-        write_text_atomically(os.path.join(FLAGS.output_dir, _LABEL_FILE), "\n".join(labels) + "\n")
+        write_text_atomically(os.path.join(FLAGS.output_dir, _LABEL_FILE),
+                              "\n".join(labels) + "\n")
         if FLAGS.feature_based:
             model, global_step = _train_feature_based(strategy, config, splits["train"][0],
                                                       features["train"], len(labels), layers)
@@ -321,6 +334,7 @@ def main(_):
         if split in splits:
             _evaluate(model, config, split, *splits[split], features[split], labels, layers,
                       global_step)
+
 
 if __name__ == "__main__":
     app.run(main)
