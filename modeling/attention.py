@@ -13,9 +13,16 @@ from modeling.initializers import weight_initializer
 class SelfAttention(keras.layers.Layer):
     """Query/key/value projections, softmax(Q K^T / sqrt(D) + attention_mask) V, heads concatenated.
 
-    As the original `attention_layer`: the mask is additive, -10000 on padding, applied in float32 to
-    the scaled scores before the softmax; dropout on the attention probabilities. The output projection
-    belongs to the enclosing Transformer layer, as in the original.
+    As the original `attention_layer`: the mask is additive, -10000 on padding, added to the scaled
+    scores before the softmax; dropout on the attention probabilities. The output projection belongs
+    to the enclosing Transformer layer, as in the original.
+
+    The projections run on [B*T, H] matrices (as the original, which flattens to 2D), so that on
+    CPU each becomes one oneDNN matmul with its bias fused. The scores are computed as
+    `matmul(Q, K^T) * scale + attention_mask`, the form TensorFlow fuses into one batched matmul,
+    and in the compute dtype: under mixed bfloat16 the softmax input stays bfloat16 (the mask
+    rounds to -9984, whose exponential is 0 all the same), with no float32 copies of the
+    [B, N, T, T] scores.
     """
 
     def __init__(self, num_heads: int, head_size: int, dropout_rate: float,
@@ -35,32 +42,32 @@ class SelfAttention(keras.layers.Layer):
 
     def build(self, input_shape):
         for projection in (self.query, self.key, self.value):
-            projection.build(input_shape)
+            projection.build((None, input_shape[-1]))
 
-    def _split_heads(self, x):
-        batch, length = tf.shape(x)[0], tf.shape(x)[1]
-        x = tf.reshape(x, [batch, length, self.num_heads, self.head_size])  # [B, T, N, D]
-        return tf.transpose(x, [0, 2, 1, 3])                                # [B, N, T, D]
+    def _heads(self, projection, flat_states, batch, length):
+        x = tf.reshape(projection(flat_states),
+                       [batch, length, self.num_heads, self.head_size])  # [B, T, N, D]
+        return tf.transpose(x, [0, 2, 1, 3])                               # [B, N, T, D]
 
     def call(self, hidden_states, attention_mask, training=None):
         """Attends every position to every unmasked position.
 
         Args:
             hidden_states: float [B, T, H].
-            attention_mask: float32 [B, 1, 1, T], 0 for real tokens and -10000 for padding.
+            attention_mask: float [B, 1, 1, T], 0 for real tokens and -10000 for padding.
 
         Returns:
             float [B, T, H] context vectors, heads concatenated.
         """
-        query = self._split_heads(self.query(hidden_states))  # [B, N, T, D]
-        key = self._split_heads(self.key(hidden_states))      # [B, N, T, D]
-        value = self._split_heads(self.value(hidden_states))  # [B, N, T, D]
-        scores = tf.matmul(query, key, transpose_b=True)      # [B, N, T, T]
-        scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(self.head_size))
-        probs = tf.nn.softmax(scores + attention_mask, axis=-1)
-        probs = self.dropout(tf.cast(probs, self.compute_dtype), training=training)
+        batch, length = tf.shape(hidden_states)[0], tf.shape(hidden_states)[1]
+        flat_states = tf.reshape(hidden_states, [-1, hidden_states.shape[-1]])  # [B*T, H]
+        query = self._heads(self.query, flat_states, batch, length)  # [B, N, T, D]
+        key = self._heads(self.key, flat_states, batch, length)      # [B, N, T, D]
+        value = self._heads(self.value, flat_states, batch, length)  # [B, N, T, D]
+        scores = tf.matmul(query, key, transpose_b=True) * (1.0 / math.sqrt(self.head_size))
+        scores += tf.cast(attention_mask, scores.dtype)               # [B, N, T, T]
+        probs = self.dropout(tf.nn.softmax(scores, axis=-1), training=training)
         context = tf.transpose(tf.matmul(probs, value), [0, 2, 1, 3])  # [B, T, N, D]
-        batch, length = tf.shape(context)[0], tf.shape(context)[1]
         return tf.reshape(context, [batch, length, self.num_heads * self.head_size])
 
     def get_config(self):

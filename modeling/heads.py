@@ -64,8 +64,8 @@ class MaskedLMHead(keras.layers.Layer):
                                                           dtype=self.dtype_policy)
 
     def build(self, input_shape):
-        self.transform.build((None, None, self.hidden_size))
-        self.layer_norm.build((None, None, self.hidden_size))
+        self.transform.build((None, self.hidden_size))
+        self.layer_norm.build((None, self.hidden_size))
         self.output_bias = self.add_weight(name="output_bias", shape=(self.vocab_size,),
                                            initializer="zeros")
 
@@ -81,10 +81,15 @@ class MaskedLMHead(keras.layers.Layer):
             float32 [B, P, V] logits.
         """
         hidden = tf.gather(sequence_output, masked_lm_positions, batch_dims=1)  # [B, P, H]
+        # One [B*P, H] x [H, V] matmul: its gradient for the table is one matmul too, where the
+        # batched form would make a [B, V, H] product and sum it over B.
+        hidden = tf.reshape(hidden, [-1, self.hidden_size])                     # [B*P, H]
         hidden = self.layer_norm(self.transform(hidden))
         table = tf.cast(embedding_table, self.compute_dtype)
-        logits = tf.matmul(hidden, table, transpose_b=True)                     # [B, P, V]
-        return tf.cast(logits, tf.float32) + self.output_bias
+        logits = tf.matmul(hidden, table, transpose_b=True)                     # [B*P, V]
+        logits = tf.nn.bias_add(tf.cast(logits, tf.float32), self.output_bias)
+        output_shape = tf.concat([tf.shape(masked_lm_positions), [self.vocab_size]], 0)
+        return tf.reshape(logits, output_shape)                                 # [B, P, V]
 
     def get_config(self):
         return {**super().get_config(), "vocab_size": self.vocab_size,

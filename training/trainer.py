@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from typing import Callable
+from typing import Callable, Iterator
 
 from absl import logging
 import keras
@@ -96,7 +96,9 @@ class Trainer:
         self.optimizer.apply(gradients, self.model.trainable_variables)
         return logs
 
-    def _make_step(self):
+    def make_step(self) -> Callable[[Iterator], dict]:
+        """The compiled training step: `step(iterator)` takes one step's micro-batches from
+        `iterator`, applies the update and returns the step's logs (float32 scalars)."""
         accumulation = self.config.gradient_accumulation_steps
 
         @tf.function
@@ -142,7 +144,7 @@ class Trainer:
                          self.config.gradient_accumulation_steps, step)
             for _ in range(step * self.config.gradient_accumulation_steps):
                 next(iterator)
-        step_fn = self._make_step()
+        step_fn = self.make_step()
         writer = tf.summary.create_file_writer(f"{self.config.output_dir}/train")
         logs, start, start_step = {}, time.monotonic(), step
         while step < self.config.num_train_steps:

@@ -1,0 +1,177 @@
+"""Speed of this project's BERT against Hugging Face transformers (PyTorch) and KerasHub, on CPU.
+
+For each case (model size, dtype, forward pass or pretraining step, batch and sequence length) every
+contender builds its model in its own worker process and runs a first call and a warm-up call;
+then the timed calls alternate between the contenders, one call each per round, the order rotating
+every round, so that the load of a shared machine falls on all of them alike. It reports medians
+over the rounds, each contender's model-FLOPs utilisation against the matmul peak measured the
+same way, and the ratios this project / peer taken round by round (median, min-max).
+
+    pip install -r bench/requirements.txt && pip install --no-deps keras-hub==0.32.0
+    python -m bench.run_benchmarks            # full run: writes bench/RESULTS.md, results.png
+    python -m bench.run_benchmarks --quick    # smoke run of the small model, into /tmp
+"""
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import platform
+import statistics
+import time
+
+from absl import app
+from absl import flags
+from absl import logging
+
+from bench import report
+from bench.cases import MODEL_SIZES, Case, benchmark_cases
+from bench.contenders import CONTENDERS, REPO_ROOT
+from bench.worker import worker_main
+
+FLAGS = flags.FLAGS
+flags.DEFINE_bool("quick", False, "Smoke run: the small model at sequence 128, 3 rounds.")
+flags.DEFINE_list("models", None, f"Model sizes among {list(MODEL_SIZES)} (default: all; "
+                  "--quick: the small one).")
+flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "float32 and/or bfloat16 (mixed).")
+flags.DEFINE_list("contenders", list(CONTENDERS), f"Among {list(CONTENDERS)}; the first one is "
+                  "the numerator of the ratios.")
+flags.DEFINE_integer("rounds", 5, "Timed calls per contender and case (--quick: 3).")
+flags.DEFINE_integer("min_rounds", 3, "Rounds kept even when a case exceeds --case_seconds.")
+flags.DEFINE_float("case_seconds", 150.0, "Time budget of the timed rounds of one case.")
+flags.DEFINE_string("output_dir", None, "Where RESULTS.md, results.png and results.json go "
+                    "(default: bench/, --quick: /tmp/bert_speed_quick).")
+
+# The matmul shapes of the peak: a BERT-Base feed-forward product at batch 32 x 128 tokens, and a
+# square one.
+PEAK_SHAPES = ((4096, 768, 3072), (2048, 2048, 2048))
+PEAK_ROUNDS = 7
+
+
+class Worker:
+    """The driver's end of one contender's worker process."""
+
+    def __init__(self, key: str, context):
+        self.key = key
+        self.connection, child = context.Pipe()
+        self.process = context.Process(target=worker_main, args=(child, key), daemon=True)
+        self.process.start()
+
+    def ask(self, *message) -> dict:
+        self.connection.send(message)
+        reply = self.connection.recv()
+        if "error" in reply:
+            raise RuntimeError(f"{self.key} failed on {message[0]}:\n{reply['error']}")
+        return reply
+
+    def stop(self) -> None:
+        self.connection.send(("stop",))
+        self.process.join(timeout=60)
+
+
+def _alternate(workers: list[Worker], rounds: int, message: tuple) -> dict[str, list[dict]]:
+    """`rounds` rounds of one call per worker, the order rotated each round."""
+    samples = {w.key: [] for w in workers}
+    for r in range(rounds):
+        for w in workers[r % len(workers):] + workers[:r % len(workers)]:
+            samples[w.key].append(w.ask(*message))
+    return samples
+
+
+def measure_peak(workers: list[Worker], dtypes: list[str]) -> list[dict]:
+    """Matmul GFLOP/s of each framework (one worker per framework), alternated like the cases."""
+    frameworks = {}
+    for w in workers:
+        frameworks.setdefault(CONTENDERS[w.key].framework, w)
+    rows = []
+    for dtype in dtypes:
+        for m, k, n in PEAK_SHAPES:
+            samples = _alternate(list(frameworks.values()), PEAK_ROUNDS, ("peak", dtype, m, k, n))
+            for framework, w in frameworks.items():
+                times = [s["wall_s"] for s in samples[w.key][1:]]
+                rows.append({"framework": framework, "dtype": dtype, "shape": [m, k, n],
+                             "gflops": 2 * m * k * n / statistics.median(times) / 1e9,
+                             "best_gflops": 2 * m * k * n / min(times) / 1e9})
+    return rows
+
+
+def measure_case(workers: list[Worker], case: Case) -> dict:
+    """Builds the case on every worker, runs the alternating rounds, frees the models."""
+    built = {}
+    for w in workers:
+        logging.info("%s: building %s", case.key, w.key)
+        built[w.key] = w.ask("build", case.to_dict())
+    per_round = sum(b["warmup_s"] for b in built.values())
+    rounds = max(FLAGS.min_rounds, min(FLAGS.rounds, int(FLAGS.case_seconds / per_round)))
+    samples = _alternate(workers, rounds, ("run",))
+    for w in workers:
+        w.ask("free")
+    result = {"case": case.to_dict(), "rounds": rounds, "contenders": {}}
+    for w in workers:
+        result["contenders"][w.key] = {**built[w.key],
+                                       "wall_s": [s["wall_s"] for s in samples[w.key]],
+                                       "cpu_s": [s["cpu_s"] for s in samples[w.key]]}
+    logging.info("%s: %s", case.key, ", ".join(
+        f"{k} {statistics.median(v['wall_s']):.3f}s" for k, v in result["contenders"].items()))
+    return result
+
+
+def machine_description() -> dict:
+    flags_line, model = "", platform.processor()
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+            elif line.startswith("flags"):
+                flags_line = line
+    isa = [f for f in ("avx512f", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16")
+           if f" {f}" in flags_line]
+    return {"cpu": model, "cores": os.cpu_count(), "isa": isa,
+            "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30),
+            "python": platform.python_version(), "versions": _versions(),
+            "load_average_start": os.getloadavg()}
+
+
+def _versions() -> dict:
+    from importlib import metadata
+    versions = {}
+    for package in ("tensorflow", "keras", "keras-hub", "torch", "transformers"):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = "not installed"
+    return versions
+
+
+def main(argv):
+    del argv
+    models = FLAGS.models or (["small_L4_H256"] if FLAGS.quick else list(MODEL_SIZES))
+    rounds = 3 if FLAGS.quick else FLAGS.rounds
+    FLAGS.rounds = rounds
+    output_dir = FLAGS.output_dir or ("/tmp/bert_speed_quick" if FLAGS.quick
+                                      else os.path.join(REPO_ROOT, "bench"))
+    os.makedirs(output_dir, exist_ok=True)
+    cases = benchmark_cases(FLAGS.quick, models, FLAGS.dtypes)
+    context = multiprocessing.get_context("spawn")
+    workers = [Worker(key, context) for key in FLAGS.contenders]
+    start = time.monotonic()
+    results = {"machine": machine_description(), "cases": []}
+    try:
+        results["peak"] = measure_peak(workers, FLAGS.dtypes)
+        for case in cases:
+            results["cases"].append(measure_case(workers, case))
+    finally:
+        for w in workers:
+            w.stop()
+    results["machine"]["load_average_end"] = os.getloadavg()
+    results["total_seconds"] = time.monotonic() - start
+    results["command"] = "python -m bench.run_benchmarks" + (" --quick" if FLAGS.quick else "")
+    with open(os.path.join(output_dir, "results.json"), "w", encoding="utf-8") as f:
+        json.dump(results, f, indent=1)
+    report.write(results, output_dir)
+    logging.info("wrote %s/RESULTS.md and results.png in %.0f s", output_dir,
+                 results["total_seconds"])
+
+
+if __name__ == "__main__":
+    app.run(main)
