@@ -129,8 +129,10 @@ def _loss_fn(outputs: dict, batch: dict, normaliser) -> dict:
 
 
 def _training_model(strategy: tf.distribute.Strategy, config: BertConfig, num_examples: int):
-    """The model, with its encoder initialised, and the optimizer for int(questions / batch *
-    epochs) steps; a run resuming in --output_dir restores both from there instead."""
+    """The model (its encoder initialised) and optimizer for int(questions / batch * epochs) steps.
+
+    A run resuming in --output_dir restores both from its newest checkpoint instead.
+    """
     num_train_steps = fine_tuning.train_steps(num_examples, FLAGS.train_batch_size,
                                               FLAGS.num_train_epochs)
     num_warmup_steps = fine_tuning.warmup_steps(num_train_steps, FLAGS.warmup_proportion)
@@ -169,9 +171,12 @@ def _fine_tuned_model(config: BertConfig) -> BertSpanLabeler:
             found = load_checkpoint(model, FLAGS.init_checkpoint)
             logging.info("predicting with %s (%s)", FLAGS.init_checkpoint, found)
             return model
-        except (CheckpointMismatchError, ProjectCheckpointMismatchError):
+        except (CheckpointMismatchError, ProjectCheckpointMismatchError) as error:
             if not _has_fine_tuned_model(FLAGS.output_dir):
-                raise
+                raise type(error)(
+                    f"{error}\nWithout --do_train, --init_checkpoint must be a model fine-tuned "
+                    "on SQuAD (cls/squad/output_weights), or --output_dir must hold one"
+                ) from None
     elif not _has_fine_tuned_model(FLAGS.output_dir):
         raise ValueError(f"--do_predict without --do_train needs a fine-tuned model: "
                          f"--init_checkpoint, or a --output_dir ({FLAGS.output_dir}) that "
@@ -187,7 +192,14 @@ def _predict(model: BertSpanLabeler, examples: list[SquadExample],
     arrays = features_to_arrays(features, is_training=False)
     logging.info("predicting %d questions (%d features), batch size %d", len(examples),
                  len(features), FLAGS.predict_batch_size)
-    logits = fine_tuning.predict(model, arrays, FLAGS.predict_batch_size)
+    progress = Progress("features predicted", len(features))
+
+    def count(outputs: dict) -> dict:
+        progress.update(int(outputs["start_logits"].shape[0]))
+        return outputs
+
+    logits = fine_tuning.predict(model, arrays, FLAGS.predict_batch_size, output_fn=count)
+    progress.done()
     results = [RawResult(int(unique_id), start, end) for unique_id, start, end in
                zip(arrays["unique_ids"], logits["start_logits"], logits["end_logits"])]
     return compute_predictions(examples, features, results, FLAGS.n_best_size,
@@ -231,10 +243,14 @@ def _read_inputs() -> tuple[list[SquadExample], list[SquadExample], dict]:
         train_examples = read_squad_examples(
             FLAGS.train_file, is_training=True,
             version_2_with_negative=FLAGS.version_2_with_negative).examples
+        if not train_examples:
+            raise ValueError(f"{FLAGS.train_file}: no training questions")
         random.Random(_TRAIN_SHUFFLE_SEED).shuffle(train_examples)
     if FLAGS.do_predict:
         predict_json = load_squad_json(FLAGS.predict_file)
         predict_examples = read_squad_examples(FLAGS.predict_file, is_training=False).examples
+        if not predict_examples:
+            raise ValueError(f"{FLAGS.predict_file}: no questions to predict")
     return train_examples, predict_examples, predict_json
 
 
@@ -254,10 +270,8 @@ def main(_):
     tf.io.gfile.makedirs(FLAGS.output_dir)
     if FLAGS.do_train:
         _train(strategy, model, optimizer, num_train_steps, train_examples, tokenizer)
-    if FLAGS.do_predict:
-        predictions = _predict(model, predict_examples, tokenizer)
-        if common_flags.is_chief(strategy):
-            _write_outputs(predictions, predict_json)
+    if FLAGS.do_predict and common_flags.is_chief(strategy):
+        _write_outputs(_predict(model, predict_examples, tokenizer), predict_json)
 
 
 if __name__ == "__main__":

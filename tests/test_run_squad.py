@@ -129,9 +129,10 @@ def test_v1_trains_predicts_and_evaluates(fixtures_dir, uncased_vocab, pretraine
     out = tmp_path / "out"
     result = run_squad(
         f"--vocab_file={uncased_vocab}", f"--bert_config_file={config_file}",
-        f"--init_checkpoint={checkpoint}", "--do_train", f"--train_file={inputs / 'train-v1.1.json'}",
-        "--do_predict", f"--predict_file={inputs / 'dev-v1.1.json'}", *WINDOW_FLAGS,
-        "--train_batch_size=8", "--num_train_epochs=1", f"--output_dir={out}")
+        f"--init_checkpoint={checkpoint}", "--do_train",
+        f"--train_file={inputs / 'train-v1.1.json'}", "--do_predict",
+        f"--predict_file={inputs / 'dev-v1.1.json'}", *WINDOW_FLAGS, "--train_batch_size=8",
+        "--num_train_epochs=1", f"--output_dir={out}")
     check_success(result)
     predictions = check_prediction_files(out, inputs / "dev-v1.1.json", 20, version_2=False)
     # 31 readable training questions (one answer is not in its context): int(31 / 8) steps.
