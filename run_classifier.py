@@ -18,6 +18,7 @@ Rerunning an interrupted training command resumes from the newest checkpoint in 
 """
 from __future__ import annotations
 
+import math
 import os
 
 from absl import app, flags, logging
@@ -133,23 +134,23 @@ def _train(strategy, task: glue_tasks.GlueTask, config: BertConfig,
                                   FLAGS.num_train_epochs)
     logging.info("***** Running training *****: %d examples, batch size %d, %d steps",
                  len(train_examples), FLAGS.train_batch_size, num_train_steps)
-    resuming = tf.train.latest_checkpoint(FLAGS.output_dir) is not None
     with strategy.scope():
         model = BertClassifier(config, task.num_labels)
         optimizer = common_flags.create_optimizer_from_flags(
             FLAGS.learning_rate, num_train_steps,
             warmup_steps(num_train_steps, FLAGS.warmup_proportion))
+        resuming = tf.train.latest_checkpoint(FLAGS.output_dir) is not None
         if not resuming:
             initialise_encoder(model, FLAGS.init_checkpoint)
-    start_step = common_flags.checkpoint_step(FLAGS.output_dir) if resuming else 0
     ends = _epoch_ends(len(train_examples)) if FLAGS.eval_every_epoch else [num_train_steps]
     dev_split = task.splits_for("eval")[0] if FLAGS.eval_every_epoch else None
-    best = _previous_best(task)
+    best = _previous_best(task) if resuming else None
     for epoch, end_step in enumerate(ends, start=1):
         fit(strategy, model, optimizer, _loss_fn(task), arrays, FLAGS.train_batch_size, end_step,
             FLAGS.output_dir, FLAGS.seed, FLAGS.save_checkpoints_steps, FLAGS.use_xla,
             FLAGS.gradient_accumulation_steps)
-        if dev_split is not None and end_step > start_step:
+        # A resumed run skips the epochs that ended before its checkpoint.
+        if dev_split is not None and int(optimizer.iterations.numpy()) == end_step:
             best = _evaluate_epoch(model, task, dev_split, examples[dev_split.name], tokenizer,
                                    epoch, end_step, best, strategy)
     if common_flags.is_chief(strategy):
@@ -160,7 +161,7 @@ def _train(strategy, task: glue_tasks.GlueTask, config: BertConfig,
 def _previous_best(task: glue_tasks.GlueTask) -> float | None:
     """The best dev result of an interrupted run with --eval_every_epoch, if it kept one."""
     path = os.path.join(FLAGS.output_dir, _BEST_DIR, "eval_results.txt")
-    if not FLAGS.eval_every_epoch or not os.path.isfile(path):
+    if not os.path.isfile(path):
         return None
     with open(path, encoding="utf-8") as f:
         results = dict(line.strip().split(" = ", 1) for line in f if " = " in line)
@@ -175,7 +176,7 @@ def _evaluate_epoch(model, task, split, examples, tokenizer, epoch: int, step: i
     path = os.path.join(FLAGS.output_dir, f"eval_results{split.results_suffix}_epoch_{epoch}.txt")
     results = _evaluate(model, task, examples, tokenizer, step, path)
     value = results[_MAIN_METRIC[task.metric]]
-    if best is None or value > best:
+    if best is None or math.isnan(best) or value > best:
         logging.info("epoch %d: best %s so far (%s); writing %s/", epoch,
                      _MAIN_METRIC[task.metric], value, _BEST_DIR)
         best_dir = os.path.join(FLAGS.output_dir, _BEST_DIR)
@@ -242,9 +243,9 @@ def main(_):
     tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case, FLAGS.init_checkpoint)
     tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
     examples = _read_splits(task)
-    tf.io.gfile.makedirs(FLAGS.output_dir)
     strategy = common_flags.setup_from_flags()
     common_flags.check_batch_size("train_batch_size", FLAGS.train_batch_size, strategy)
+    tf.io.gfile.makedirs(FLAGS.output_dir)
     if FLAGS.do_train:
         model, global_step = _train(strategy, task, config, examples, tokenizer)
     else:
