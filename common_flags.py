@@ -75,7 +75,7 @@ def checkpoint_step(path: str) -> int:
     reader = tf.train.load_checkpoint(prefix)
     names = reader.get_variable_to_shape_map()
     for name in names:
-        if name == "global_step" or name.startswith("optimizer/iterations"):
+        if name in ("global_step", "optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE"):
             return int(reader.get_tensor(name))
     return 0
 

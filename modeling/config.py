@@ -105,6 +105,9 @@ class BertConfig:
         with tempfile.NamedTemporaryFile("w", dir=folder, delete=False, suffix=".tmp",
                                          encoding="utf-8") as f:
             f.write(self.to_json_string())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(f.name, 0o666 & ~umask)  # the usual permissions, not the temp file's 0600
         os.replace(f.name, path)
 
 

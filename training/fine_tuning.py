@@ -49,13 +49,18 @@ def fit(strategy: tf.distribute.Strategy, model: keras.Model,
     """Trains on in-memory features for `num_train_steps` global batches; resumable."""
     micro_batch = batch_size // gradient_accumulation_steps
 
+    num_examples = len(next(iter(arrays.values())))
+
     def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
+        # Shuffled indices, not examples: the iterator state saved in checkpoints stays small.
         # Shard before batching: each replica takes every n-th example of the same shuffle.
-        dataset = tf.data.Dataset.from_tensor_slices(arrays)
-        dataset = dataset.shuffle(len(next(iter(arrays.values()))), seed=seed).repeat()
+        tensors = {k: tf.constant(v) for k, v in arrays.items()}
+        dataset = tf.data.Dataset.range(num_examples).shuffle(num_examples, seed=seed).repeat()
         dataset = dataset.shard(context.num_input_pipelines, context.input_pipeline_id)
-        return dataset.batch(context.get_per_replica_batch_size(micro_batch),
-                             drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+        dataset = dataset.batch(context.get_per_replica_batch_size(micro_batch),
+                                drop_remainder=True)
+        dataset = dataset.map(lambda index: {k: tf.gather(v, index) for k, v in tensors.items()})
+        return dataset.prefetch(tf.data.AUTOTUNE)
 
     return fit_dataset(strategy, model, optimizer, loss_fn, dataset_fn, batch_size,
                        num_train_steps, output_dir, save_checkpoints_steps, jit_compile,
@@ -83,7 +88,7 @@ def predict(model: keras.Model, arrays: dict[str, np.ndarray], batch_size: int,
             output_fn: Callable[[dict], dict] | None = None) -> dict[str, np.ndarray]:
     """Runs the model (training=False) over all examples in order; returns stacked outputs."""
     inputs = {k: arrays[k] for k in input_keys}
-    run = tf.function(lambda batch: model(batch, training=False))
+    run = tf.function(lambda batch: model(batch, training=False), reduce_retracing=True)
     collected: dict[str, list[np.ndarray]] = {}
     for batch in array_dataset(inputs, batch_size):
         outputs = run(batch)

@@ -88,6 +88,8 @@ class Trainer:
         gradients, logs = None, {}
         for batch in micro_batches:
             grads, batch_logs = gradients_fn(batch, normaliser)
+            # Embedding gradients come as IndexedSlices; the sum of micro-batches needs them dense.
+            grads = [tf.convert_to_tensor(g) for g in grads]
             gradients = grads if gradients is None else [a + b for a, b in zip(gradients, grads)]
             for key, value in batch_logs.items():
                 # Losses are already normalised by global counts; metrics are averaged.
