@@ -51,9 +51,9 @@ flags.DEFINE_integer("num_workers", None, "Worker processes (default: every core
                      "The output does not depend on it.")
 flags.DEFINE_integer("output_shards", 0, "If > 0, write this many files named "
                      "OUTPUT_FILE-00000-of-0000N instead of the --output_file list.")
-flags.DEFINE_integer("chunk_bytes", 1 << 18, "Input bytes per chunk: the unit of parallel work "
+flags.DEFINE_integer("chunk_bytes", 1 << 17, "Input bytes per chunk: the unit of parallel work "
                      "and the window random next sentences are drawn from.")
-flags.DEFINE_integer("min_chunk_documents", 32, "Documents per chunk at least (unless the chunk "
+flags.DEFINE_integer("min_chunk_documents", 16, "Documents per chunk at least (unless the chunk "
                      "reaches 16 x chunk_bytes).")
 flags.DEFINE_integer("shuffle_buffer_size", 100_000, "Instances held back to mix the output "
                      "across chunks (memory: about 1 KB each at max_seq_length 128).")

@@ -10,6 +10,7 @@ memo turns most of the tokenizer's work into dictionary lookups.
 """
 from __future__ import annotations
 
+import itertools
 import re
 
 from data import tokenization
@@ -56,8 +57,4 @@ class WordCachedTokenizer:
             return self.tokenizer.convert_tokens_to_ids(self.tokenizer.tokenize(line))
         if len(self._word_ids) > self.max_cached_words:
             self._word_ids.clear()
-        word_ids = self._word_ids
-        ids: list[int] = []
-        for word in line.split():
-            ids.extend(word_ids[word])
-        return ids
+        return list(itertools.chain.from_iterable(map(self._word_ids.__getitem__, line.split())))

@@ -42,7 +42,8 @@ class ChunkResult:
 
     Attributes:
       index: the chunk's index.
-      records: framed TFRecords, in shuffled order.
+      framed: the chunk's framed TFRecords back to back, in shuffled order.
+      ends: the N + 1 offsets of the records in `framed`.
       num_bytes: input bytes the chunk came from.
       documents: documents with at least one token.
       empty_documents: documents none of whose lines gave a token (skipped).
@@ -51,12 +52,18 @@ class ChunkResult:
     """
 
     index: int
-    records: list[bytes]
+    framed: bytes
+    ends: list[int]
     num_bytes: int
     documents: int
     empty_documents: int
     lines_without_tokens: int
     tokens: int
+
+    @property
+    def records(self) -> list[bytes]:
+        """The framed records, one bytes object each."""
+        return tfrecord_io.split_framed(self.framed, self.ends)
 
 
 def chunk_generators(random_seed: int, chunk_index: int
@@ -84,7 +91,7 @@ class ChunkProcessor:
     def tokenize(self, chunk: CorpusChunk) -> tuple[pretraining_instances.DocumentWindow,
                                                      ChunkResult]:
         """The chunk's documents as token ids, and a result holding the counts so far."""
-        result = ChunkResult(chunk.index, [], chunk.num_bytes, 0, 0, 0, 0)
+        result = ChunkResult(chunk.index, b"", [0], chunk.num_bytes, 0, 0, 0, 0)
         token_ids = array.array("i")  # 4 bytes a token (a list would take 36)
         sentence_bounds = []
         for lines in chunk.documents:
@@ -127,7 +134,7 @@ class ChunkProcessor:
             examples.extend(self._encoder.encode(
                 masked.input_ids, lengths, batch.a_length, masked.masked_lm_positions,
                 masked.masked_lm_ids, masked.num_masked, batch.is_random_next))
-        result.records = tfrecord_io.frame_records(examples)
+        result.framed, result.ends = tfrecord_io.frame_records(examples)
         return result
 
 

@@ -178,16 +178,17 @@ def assemble_tokens(token_ids: np.ndarray, pairs: SegmentPairs, max_seq_length: 
     Returns:
       (tokens int32 [N, L], lengths int64 [N]).
     """
-    position = np.arange(max_seq_length)[None, :]
-    a_length = pairs.a_length[:, None]
-    b_offset = position - a_length - 2  # position within B
-    in_a = (position >= 1) & (position <= a_length)
-    in_b = (b_offset >= 0) & (b_offset < pairs.b_length[:, None])
-    source = np.where(in_a, pairs.a_start[:, None] + position - 1,
-                      pairs.b_start[:, None] + b_offset)
-    tokens = np.where(in_a | in_b, token_ids[np.where(in_a | in_b, source, 0)], 0)
+    position = np.arange(max_seq_length, dtype=np.int32)[None, :]
+    a_length = pairs.a_length.astype(np.int32)[:, None]
+    length = a_length + pairs.b_length.astype(np.int32)[:, None] + 3
+    source = np.where(position <= a_length,
+                      pairs.a_start.astype(np.int32)[:, None] - 1 + position,
+                      (pairs.b_start.astype(np.int32)[:, None] - a_length - 2) + position)
+    real = (position >= 1) & (position < length - 1) & (position != a_length + 1)
+    # Index len(token_ids) reads the appended 0 (padding and the special positions).
+    tokens = np.append(token_ids, np.int32(0))[np.where(real, source, len(token_ids))]
     rows = np.arange(len(pairs))
     tokens[:, 0] = cls_id
     tokens[rows, pairs.a_length + 1] = sep_id
     tokens[rows, pairs.a_length + pairs.b_length + 2] = sep_id
-    return tokens.astype(np.int32), pairs.a_length + pairs.b_length + 3
+    return tokens.astype(np.int32, copy=False), pairs.a_length + pairs.b_length + 3

@@ -44,13 +44,35 @@ def _varint_rows(values: np.ndarray, tables: tuple[np.ndarray, np.ndarray]
     return entry_bytes[np.flatnonzero(in_varint)].tobytes(), ends.tolist()
 
 
-def _fixed_rows(values: np.ndarray) -> tuple[bytes, list[int]]:
-    """Packs rows of values in [0, 127], one varint byte each: (blob, N + 1 row boundaries)."""
-    return values.astype(np.uint8).tobytes(), list(range(0, values.size + 1, values.shape[1]))
+def _object_table(items: list[bytes]) -> np.ndarray:
+    """A 1-D object array of bytes, for vectorized lookups."""
+    table = np.empty(len(items), object)
+    table[:] = items
+    return table
+
+
+def _int64_headers(key: str, max_packed: int) -> list[bytes]:
+    """Entry bytes before the packed values of `key`, for each packed length 0..max_packed."""
+    prefix = schema.feature_entry_prefix(key)
+    headers = []
+    for length in range(max_packed + 1):
+        entry = schema.encode_int64_entry(prefix, bytes(length))
+        headers.append(entry[:len(entry) - length])
+    return headers
+
+
+def _slices(blob: bytes, ends: list[int]) -> list[bytes]:
+    return [blob[start:end] for start, end in zip(ends, ends[1:])]
 
 
 class PretrainingRecordEncoder:
-    """Encodes batches of masked instances as serialized pretraining `tf.train.Example`s."""
+    """Encodes batches of masked instances as serialized pretraining `tf.train.Example`s.
+
+    A record is the outer Example header, then the seven entries; the entries of input_mask
+    and segment_ids have a fixed size and are cut from one byte matrix, the masked-LM weights
+    and next-sentence entries come from a table indexed by (count, label), and the three
+    varint-packed entries are a header (a table indexed by packed length) and their bytes.
+    """
 
     def __init__(self, max_seq_length: int, max_predictions_per_seq: int, vocab_size: int):
         """Precomputes the constant parts of the records.
@@ -66,30 +88,43 @@ class PretrainingRecordEncoder:
         self.max_predictions_per_seq = max_predictions_per_seq
         self._tables = _varint_tables(max(vocab_size, max_seq_length))
         max_packed = 3 * max_seq_length
-        self._varint = [schema.encode_varint(n) for n in range(8 * max_packed + 64)]
-        self._ids_headers = self._int64_headers(schema.INPUT_IDS, max_packed)
-        self._positions_headers = self._int64_headers(schema.MASKED_LM_POSITIONS, max_packed)
-        self._labels_headers = self._int64_headers(schema.MASKED_LM_IDS, max_packed)
-        self._mask_header = self._int64_headers(schema.INPUT_MASK, max_seq_length)[-1]
-        self._segment_header = self._int64_headers(schema.SEGMENT_IDS, max_seq_length)[-1]
+        self._headers = {key: _int64_headers(key, max_packed) for key in (
+            schema.INPUT_IDS, schema.MASKED_LM_POSITIONS, schema.MASKED_LM_IDS)}
+        self._header_tables = {key: _object_table(headers)
+                               for key, headers in self._headers.items()}
+        self._header_sizes = {key: np.array([len(h) for h in headers])
+                              for key, headers in self._headers.items()}
+        mask_header = _int64_headers(schema.INPUT_MASK, max_seq_length)[-1]
+        segment_header = _int64_headers(schema.SEGMENT_IDS, max_seq_length)[-1]
+        self._mask_header = np.frombuffer(mask_header, np.uint8)
+        self._segment_header = np.frombuffer(segment_header, np.uint8)
+        self._fixed_size = len(mask_header) + len(segment_header) + 2 * max_seq_length
         weights_prefix = schema.feature_entry_prefix(schema.MASKED_LM_WEIGHTS)
-        self._weights_entries = [
-            schema.encode_float_entry(weights_prefix, np.array(
-                [1.0] * n + [0.0] * (max_predictions_per_seq - n), "<f4").tobytes())
-            for n in range(max_predictions_per_seq + 1)]
         labels_prefix = schema.feature_entry_prefix(schema.NEXT_SENTENCE_LABELS)
-        self._next_sentence_entries = [schema.encode_int64_entry(labels_prefix, bytes([label]))
-                                       for label in (0, 1)]
+        tails = [schema.encode_float_entry(weights_prefix, np.array(
+                     [1.0] * n + [0.0] * (max_predictions_per_seq - n), "<f4").tobytes())
+                 + schema.encode_int64_entry(labels_prefix, bytes([label]))
+                 for n in range(max_predictions_per_seq + 1) for label in (0, 1)]
+        self._tails = _object_table(tails)  # index 2 * count + label
+        self._tail_size = len(tails[0])
+        largest = self._fixed_size + self._tail_size + sum(
+            int(sizes[-1]) + len(sizes) - 1 for sizes in self._header_sizes.values())
+        self._outer_headers = _object_table(
+            [b"\x0a" + schema.encode_varint(n) for n in range(largest + 1)])
 
-    @staticmethod
-    def _int64_headers(key: str, max_packed: int) -> list[bytes]:
-        """Entry bytes before the packed values, for each packed length 0..max_packed."""
-        prefix = schema.feature_entry_prefix(key)
-        headers = []
-        for length in range(max_packed + 1):
-            entry = schema.encode_int64_entry(prefix, bytes(length))
-            headers.append(entry[:len(entry) - length])
-        return headers
+    def _fixed_entries(self, lengths: np.ndarray, a_lengths: np.ndarray) -> list[bytes]:
+        """The input_mask and segment_ids entries of each row, as one piece."""
+        num_rows, max_length = len(lengths), self.max_seq_length
+        position = np.arange(max_length)[None, :]
+        real = position < lengths[:, None]
+        block = np.empty((num_rows, self._fixed_size), np.uint8)
+        mask_start = len(self._mask_header)
+        segment_start = mask_start + max_length + len(self._segment_header)
+        block[:, :mask_start] = self._mask_header
+        block[:, mask_start:mask_start + max_length] = real
+        block[:, mask_start + max_length:segment_start] = self._segment_header
+        block[:, segment_start:] = real & (position >= a_lengths[:, None] + 2)
+        return block.view(np.dtype((np.void, self._fixed_size)))[:, 0].tolist()
 
     def encode(self, input_ids: np.ndarray, lengths: np.ndarray, a_lengths: np.ndarray,
                masked_lm_positions: np.ndarray, masked_lm_ids: np.ndarray,
@@ -105,28 +140,19 @@ class PretrainingRecordEncoder:
           num_masked: int64 [N], real entries of the masked-LM slots.
           is_random_next: bool [N], the next-sentence label (1 = random next).
         """
-        position = np.arange(self.max_seq_length)[None, :]
-        real = position < lengths[:, None]
-        segment_ids = real & (position >= a_lengths[:, None] + 2)
-        ids_blob, ids_ends = _varint_rows(input_ids, self._tables)
-        positions_blob, positions_ends = _varint_rows(masked_lm_positions, self._tables)
-        labels_blob, labels_ends = _varint_rows(masked_lm_ids, self._tables)
-        mask_blob, _ = _fixed_rows(real)
-        segment_blob, _ = _fixed_rows(segment_ids)
-        width = self.max_seq_length
-        varint = self._varint
-        records = []
-        for row, (count, label) in enumerate(zip(num_masked.tolist(),
-                                                 is_random_next.tolist())):
-            ids = ids_blob[ids_ends[row]:ids_ends[row + 1]]
-            positions = positions_blob[positions_ends[row]:positions_ends[row + 1]]
-            labels = labels_blob[labels_ends[row]:labels_ends[row + 1]]
-            features = b"".join((
-                self._ids_headers[len(ids)], ids,
-                self._mask_header, mask_blob[row * width:(row + 1) * width],
-                self._segment_header, segment_blob[row * width:(row + 1) * width],
-                self._positions_headers[len(positions)], positions,
-                self._labels_headers[len(labels)], labels,
-                self._weights_entries[count], self._next_sentence_entries[label]))
-            records.append(b"\x0a" + varint[len(features)] + features)
-        return records
+        size = self._fixed_size + self._tail_size
+        varint_entries = {}
+        for key, values in ((schema.INPUT_IDS, input_ids),
+                            (schema.MASKED_LM_POSITIONS, masked_lm_positions),
+                            (schema.MASKED_LM_IDS, masked_lm_ids)):
+            blob, ends = _varint_rows(values, self._tables)
+            packed_sizes = np.diff(ends)
+            varint_entries[key] = (self._header_tables[key][packed_sizes].tolist(),
+                                   _slices(blob, ends))
+            size = size + self._header_sizes[key][packed_sizes] + packed_sizes
+        pieces = (self._outer_headers[size].tolist(), *varint_entries[schema.INPUT_IDS],
+                  self._fixed_entries(lengths, a_lengths),
+                  *varint_entries[schema.MASKED_LM_POSITIONS],
+                  *varint_entries[schema.MASKED_LM_IDS],
+                  self._tails[2 * num_masked + is_random_next].tolist())
+        return list(map(b"".join, zip(*pieces)))

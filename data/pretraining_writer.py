@@ -15,6 +15,7 @@ import dataclasses
 import logging
 import multiprocessing
 import os
+import sys
 import time
 from typing import Callable, Iterator, Sequence
 
@@ -40,8 +41,8 @@ class WriterOptions:
     """
 
     num_workers: int = 1
-    chunk_bytes: int = 1 << 18
-    min_chunk_documents: int = 32
+    chunk_bytes: int = 1 << 17
+    min_chunk_documents: int = 16
     shuffle_buffer_size: int = 100_000
     progress_interval_s: float = 30.0
 
@@ -58,7 +59,8 @@ class WriterOptions:
 
 
 class ShuffleBuffer:
-    """Holds back up to `capacity` records and releases a uniformly random subset on overflow."""
+    """Mixes records over a window of `capacity`: each new record takes the place of a uniformly
+    chosen held one, which leaves (the shuffle buffer of tf.data)."""
 
     def __init__(self, capacity: int, rng: np.random.Generator):
         self.capacity = capacity
@@ -67,14 +69,20 @@ class ShuffleBuffer:
 
     def add(self, records: list[bytes]) -> list[bytes]:
         """Adds `records`; returns the records that leave the buffer."""
-        self._records.extend(records)
-        overflow = len(self._records) - self.capacity
-        if overflow <= 0:
+        if self.capacity == 0:
+            return list(records)
+        room = max(self.capacity - len(self._records), 0)
+        self._records.extend(records[:room])
+        incoming = records[room:]
+        if not incoming:
             return []
         held = self._records
-        order = self._rng.permutation(len(held)).tolist()
-        self._records = [held[i] for i in order[overflow:]]
-        return [held[i] for i in order[:overflow]]
+        released = []
+        slots = self._rng.integers(0, len(held), len(incoming)).tolist()
+        for record, slot in zip(incoming, slots):
+            released.append(held[slot])
+            held[slot] = record
+        return released
 
     def drain(self) -> list[bytes]:
         """Returns every remaining record, in random order."""
@@ -91,8 +99,9 @@ def _map_chunks(chunks: Iterator[pretraining_corpus.CorpusChunk],
         for chunk in chunks:
             yield processor.process(chunk)
         return
-    # "spawn": the parent may hold TensorFlow's threads, which do not survive a fork.
-    context = multiprocessing.get_context("spawn")
+    # Forked workers start at once with the parent's modules; TensorFlow's threads would not
+    # survive a fork, so a parent that has loaded it spawns fresh interpreters instead.
+    context = multiprocessing.get_context("spawn" if "tensorflow" in sys.modules else "fork")
     with context.Pool(num_workers, initializer=pretraining_chunks.init_worker,
                       initargs=(settings,)) as pool:
         in_flight: collections.deque = collections.deque()

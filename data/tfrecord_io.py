@@ -9,6 +9,7 @@ with two 16-bit lookup tables, one NumPy operation per step for every record of 
 """
 from __future__ import annotations
 
+import itertools
 import os
 import uuid
 from typing import Sequence
@@ -110,18 +111,37 @@ def mask_crc(crc: np.ndarray) -> np.ndarray:
     return ((crc >> 15) | (crc << 17)) + np.uint32(_MASK_DELTA)
 
 
-def frame_records(records: Sequence[bytes]) -> list[bytes]:
-    """Each record with its TFRecord length header and checksums."""
+def _rows_as_bytes(matrix: np.ndarray) -> list[bytes]:
+    """Each row of a uint8 [N, K] matrix as a bytes object."""
+    matrix = np.ascontiguousarray(matrix)
+    return matrix.view(np.dtype((np.void, matrix.shape[1])))[:, 0].tolist()
+
+
+def frame_records(records: Sequence[bytes]) -> tuple[bytes, list[int]]:
+    """The records with their TFRecord length headers and checksums, back to back.
+
+    Returns:
+      (data, ends): the framed records concatenated, and the N + 1 offsets where each starts
+      (and the last ends).
+    """
     if not records:
-        return []
+        return b"", [0]
     lengths = np.fromiter((len(record) for record in records), "<u8", len(records))
     headers = lengths.view(np.uint8).reshape(-1, 8)
     header_crcs = mask_crc(_crc32c_right_aligned(headers.copy(), np.full(len(records), 8)))
-    heads = np.concatenate([headers, header_crcs.astype("<u4").view(np.uint8).reshape(-1, 4)],
-                           axis=1).tobytes()  # [N, 12]
-    tails = mask_crc(crc32c_batch(records)).astype("<u4").tobytes()  # [N, 4]
-    return [heads[12 * row:12 * row + 12] + record + tails[4 * row:4 * row + 4]
-            for row, record in enumerate(records)]
+    heads = _rows_as_bytes(np.concatenate(
+        [headers, header_crcs.astype("<u4").view(np.uint8).reshape(-1, 4)], axis=1))
+    tails = _rows_as_bytes(mask_crc(crc32c_batch(records)).astype("<u4").view(
+        np.uint8).reshape(-1, 4))
+    ends = np.zeros(len(records) + 1, np.int64)
+    np.cumsum(lengths.astype(np.int64) + 16, out=ends[1:])
+    data = b"".join(itertools.chain.from_iterable(zip(heads, records, tails)))
+    return data, ends.tolist()
+
+
+def split_framed(data: bytes, ends: Sequence[int]) -> list[bytes]:
+    """The framed records of `frame_records`' output, one bytes object each."""
+    return [data[start:end] for start, end in zip(ends, ends[1:])]
 
 
 class AtomicRecordFile:

@@ -18,8 +18,6 @@ import dataclasses
 import os
 from typing import Iterable, Iterator, Sequence
 
-from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
-
 from data import tokenization
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -90,6 +88,9 @@ def learn_vocabulary(word_counts: collections.Counter, options: LearnerOptions) 
     Raises:
       ValueError: the options are out of range or there is no word to learn from.
     """
+    # Imported here: TensorFlow Text loads TensorFlow, which argument checks need not wait for.
+    from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
+
     options.validate()
     if not word_counts:
         raise ValueError("the input holds no word to learn a vocabulary from")

@@ -6,7 +6,7 @@ from data.pretraining_summary import WriteSummary
 
 def test_progress_line_reports_rates_and_time_left():
     summary = WriteSummary(["a", "b"], [0, 0], total_input_bytes=1000)
-    summary.add_chunk(ChunkResult(0, [b"x"] * 3, 250, 4, 1, 2, 500))
+    summary.add_chunk(ChunkResult(0, b"", [0], 250, 4, 1, 2, 500))
     summary.instances_written = 300
     line = summary.progress_line(ReadCounts(bytes_read=400, documents=9), elapsed=10.0)
     assert "read 9 documents" in line and "processed 25.0%" in line
@@ -17,7 +17,7 @@ def test_progress_line_reports_rates_and_time_left():
 
 def test_final_report_lists_skips_and_files():
     summary = WriteSummary(["out/a", "out/b"], [0, 0], total_input_bytes=100)
-    summary.add_chunk(ChunkResult(0, [], 100, 5, 2, 3, 1234))
+    summary.add_chunk(ChunkResult(0, b"", [0], 100, 5, 2, 3, 1234))
     summary.finish(ReadCounts(lines=20, blank_lines=4, invalid_utf8_lines=1), [7, 6], 2.0)
     report = summary.format()
     assert summary.instances == 13

@@ -37,15 +37,19 @@ def test_frame_records_equals_tensorflow_writer(tmp_path):
     with tf.io.TFRecordWriter(path) as writer:
         for record in records:
             writer.write(record)
+    data, ends = tfrecord_io.frame_records(records)
     with open(path, "rb") as reader:
-        assert b"".join(tfrecord_io.frame_records(records)) == reader.read()
-    assert tfrecord_io.frame_records([]) == []
+        assert data == reader.read()
+    assert ends[0] == 0 and ends[-1] == len(data) and len(ends) == len(records) + 1
+    pieces = tfrecord_io.split_framed(data, ends)
+    assert [len(p) - 16 for p in pieces] == [len(r) for r in records]
+    assert tfrecord_io.frame_records([]) == (b"", [0])
 
 
 def test_atomic_record_file_appears_only_on_commit(tmp_path):
     path = tmp_path / "out.tfrecord"
     output = tfrecord_io.AtomicRecordFile(str(path))
-    output.write_framed(tfrecord_io.frame_records([b"one", b"two"]))
+    output.write_framed(tfrecord_io.split_framed(*tfrecord_io.frame_records([b"one", b"two"])))
     assert not path.exists()
     assert len(os.listdir(tmp_path)) == 1  # the hidden temporary file
     output.commit()
@@ -60,7 +64,7 @@ def test_atomic_record_file_appears_only_on_commit(tmp_path):
 def test_atomic_record_file_abort_leaves_nothing(tmp_path):
     (tmp_path / "out.tfrecord").write_bytes(b"previous")
     output = tfrecord_io.AtomicRecordFile(str(tmp_path / "out.tfrecord"))
-    output.write_framed(tfrecord_io.frame_records([b"partial"]))
+    output.write_framed(tfrecord_io.split_framed(*tfrecord_io.frame_records([b"partial"])))
     output.abort()
     assert os.listdir(tmp_path) == ["out.tfrecord"]
     assert (tmp_path / "out.tfrecord").read_bytes() == b"previous"
