@@ -77,14 +77,21 @@ def case_flops(case: Case) -> float:
     return 3.0 * (forward + heads)
 
 
-def benchmark_cases(quick: bool, model_names: list[str], dtypes: list[str]) -> list[Case]:
+def benchmark_cases(quick: bool, model_names: list[str], dtypes: list[str],
+                    modes: list[str] = ("forward", "train"),
+                    shapes: list[str] | None = None) -> list[Case]:
     """The cases of a run: forward at batch 1 and 32, sequence 128 and 384, and a pretraining
-    step at batch 32, sequence 128, for each model size and dtype. `quick` keeps sequence 128."""
-    shapes = [(1, 128), (32, 128)] if quick else [(1, 128), (1, 384), (32, 128), (32, 384)]
+    step at batch 32, sequence 128, for each model size and dtype. `quick` keeps sequence 128;
+    `shapes` ("BxT" strings) keeps only the forward shapes listed."""
+    forward_shapes = [(1, 128), (32, 128)] if quick else [(1, 128), (1, 384), (32, 128), (32, 384)]
+    if shapes:
+        forward_shapes = [tuple(int(v) for v in shape.split("x")) for shape in shapes]
     cases = []
     for name in model_names:
         model = ModelSize(name, *MODEL_SIZES[name])
         for dtype in dtypes:
-            cases += [Case(model, dtype, "forward", b, t) for b, t in shapes]
-            cases.append(Case(model, dtype, "train", 32, 128))
+            if "forward" in modes:
+                cases += [Case(model, dtype, "forward", b, t) for b, t in forward_shapes]
+            if "train" in modes:
+                cases.append(Case(model, dtype, "train", 32, 128))
     return cases

@@ -34,6 +34,9 @@ flags.DEFINE_bool("quick", False, "Smoke run: the small model at sequence 128, 3
 flags.DEFINE_list("models", None, f"Model sizes among {list(MODEL_SIZES)} (default: all; "
                   "--quick: the small one).")
 flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "float32 and/or bfloat16 (mixed).")
+flags.DEFINE_list("modes", ["forward", "train"], "forward and/or train (the pretraining step).")
+flags.DEFINE_list("shapes", None, "Forward shapes as BxT, e.g. 32x128 (default: 1x128, 1x384, "
+                  "32x128, 32x384; --quick: 1x128, 32x128).")
 flags.DEFINE_list("contenders", list(CONTENDERS), f"Among {list(CONTENDERS)}; the first one is "
                   "the numerator of the ratios.")
 flags.DEFINE_integer("rounds", 5, "Timed calls per contender and case (--quick: 3).")
@@ -151,7 +154,7 @@ def main(argv):
     output_dir = FLAGS.output_dir or ("/tmp/bert_speed_quick" if FLAGS.quick
                                       else os.path.join(REPO_ROOT, "bench"))
     os.makedirs(output_dir, exist_ok=True)
-    cases = benchmark_cases(FLAGS.quick, models, FLAGS.dtypes)
+    cases = benchmark_cases(FLAGS.quick, models, FLAGS.dtypes, FLAGS.modes, FLAGS.shapes)
     context = multiprocessing.get_context("spawn")
     workers = [Worker(key, context) for key in FLAGS.contenders]
     start = time.monotonic()

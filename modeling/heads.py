@@ -34,7 +34,7 @@ class OutputProjection(keras.layers.Layer):
         """Maps float [..., H] to float32 logits [..., K]."""
         weights = tf.cast(self.output_weights, self.compute_dtype)
         logits = tf.cast(tf.matmul(inputs, weights, transpose_b=True), tf.float32)
-        return logits + self.output_bias if self.use_bias else logits
+        return logits + tf.cast(self.output_bias, tf.float32) if self.use_bias else logits
 
     def get_config(self):
         return {**super().get_config(), "num_outputs": self.num_outputs,
@@ -87,7 +87,7 @@ class MaskedLMHead(keras.layers.Layer):
         hidden = self.layer_norm(self.transform(hidden))
         table = tf.cast(embedding_table, self.compute_dtype)
         logits = tf.matmul(hidden, table, transpose_b=True)                     # [B*P, V]
-        logits = tf.nn.bias_add(tf.cast(logits, tf.float32), self.output_bias)
+        logits = tf.nn.bias_add(tf.cast(logits, tf.float32), tf.cast(self.output_bias, tf.float32))
         output_shape = tf.concat([tf.shape(masked_lm_positions), [self.vocab_size]], 0)
         return tf.reshape(logits, output_shape)                                 # [B, P, V]
 
