@@ -18,6 +18,7 @@ import os
 import random
 
 from absl import app, flags, logging
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -128,7 +129,8 @@ def _loss_fn(outputs: dict, batch: dict, normaliser) -> dict:
                                      normaliser.global_batch_size(batch))}
 
 
-def _training_model(strategy: tf.distribute.Strategy, config: BertConfig, num_examples: int):
+def _training_model(strategy: tf.distribute.Strategy, config: BertConfig, num_examples: int
+                    ) -> tuple[BertSpanLabeler, keras.optimizers.Optimizer, int]:
     """The model (its encoder initialised) and optimizer for int(questions / batch * epochs) steps.
 
     A run resuming in --output_dir restores both from its newest checkpoint instead.
@@ -145,8 +147,9 @@ def _training_model(strategy: tf.distribute.Strategy, config: BertConfig, num_ex
     return model, optimizer, num_train_steps
 
 
-def _train(strategy: tf.distribute.Strategy, model: BertSpanLabeler, optimizer,
-           num_train_steps: int, examples: list[SquadExample], tokenizer: FullTokenizer) -> None:
+def _train(strategy: tf.distribute.Strategy, model: BertSpanLabeler,
+           optimizer: keras.optimizers.Optimizer, num_train_steps: int,
+           examples: list[SquadExample], tokenizer: FullTokenizer) -> None:
     arrays = _training_arrays(examples, tokenizer)
     logging.info("training on %d questions (%d features), batch size %d, %d steps",
                  len(examples), len(arrays["input_ids"]), FLAGS.train_batch_size,
