@@ -182,15 +182,19 @@ def _measure(side: str, corpus: pathlib.Path, output: pathlib.Path) -> dict:
         command.append(f"--num_workers={FLAGS.num_workers}")
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True,
                                stderr=subprocess.DEVNULL)
-    peak_tree = peak_main = 0
+    samples = []  # (tree RSS, main RSS)
     while process.poll() is None:
-        tree, main = _tree_rss(process.pid)
-        peak_tree, peak_main = max(peak_tree, tree), max(peak_main, main)
+        samples.append(_tree_rss(process.pid))
         time.sleep(0.02)
     if process.returncode:
         raise RuntimeError(f"{side} run failed with exit code {process.returncode}")
     result = json.loads(process.stdout.read().strip().splitlines()[-1])
-    result.update(peak_rss_mb=peak_tree / 2**20, peak_rss_main_mb=peak_main / 2**20,
+    half = len(samples) // 2
+    result.update(peak_rss_mb=max(s[0] for s in samples) / 2**20,
+                  peak_rss_main_mb=max(s[1] for s in samples) / 2**20,
+                  # Bounded memory: the second half of the run peaks no higher than the first.
+                  peak_rss_first_half_mb=max(s[0] for s in samples[:half]) / 2**20,
+                  peak_rss_second_half_mb=max(s[0] for s in samples[half:]) / 2**20,
                   corpus_mb=corpus.stat().st_size / 1e6, side=side)
     result["instances_per_s"] = result["instances"] / result["seconds"]
     result["tokens_per_s"] = result["tokens"] / result["seconds"]
@@ -221,7 +225,9 @@ def main(argv: list[str]) -> None:
               f"{result['tokens_per_s']:10,.0f} tokens/s, "
               f"{result['cpu_us_per_instance']:6.1f} CPU-us/instance, "
               f"peak RSS {result['peak_rss_mb']:7.1f} MB "
-              f"(main process {result['peak_rss_main_mb']:.1f} MB)", flush=True)
+              f"(main process {result['peak_rss_main_mb']:.1f} MB; first / second half of the "
+              f"run {result['peak_rss_first_half_mb']:.0f} / "
+              f"{result['peak_rss_second_half_mb']:.0f} MB)", flush=True)
     reference = [r for r in results if r["side"] == "reference"]
     same_size = [r for r in results if r["side"] == "pipeline" and reference
                  and abs(r["corpus_mb"] - reference[0]["corpus_mb"]) < 1e-6]

@@ -120,7 +120,7 @@ class ChunkProcessor:
         if not window.sentence_bounds:
             return result
         packing_rng, masking_rng = chunk_generators(self.settings.random_seed, chunk.index)
-        pairs = pretraining_instances.pack_documents(window, config, packing_rng)
+        pairs = pretraining_instances.pack_documents(window, config, packing_rng, masking_rng)
         order = masking_rng.permutation(len(pairs))
         examples = []
         for start in range(0, len(pairs), _BATCH_INSTANCES):
@@ -129,7 +129,8 @@ class ChunkProcessor:
                 window.token_ids, batch, config.max_seq_length, self._vocab.cls_id,
                 self._vocab.sep_id)
             masked = masked_lm_sampling.mask_tokens(
-                tokens, lengths, batch.a_length, config.masked_lm_prob, config.max_predictions_per_seq,
+                tokens, lengths, batch.a_length, config.masked_lm_prob,
+                config.max_predictions_per_seq,
                 config.do_whole_word_mask, self._vocab, masking_rng)
             examples.extend(self._encoder.encode(
                 masked.input_ids, lengths, batch.a_length, masked.masked_lm_positions,

@@ -8,8 +8,9 @@ a file also ends a document.
 A chunk closes after the first document that brings it to `chunk_bytes` of text and at least
 `min_chunk_documents` documents, or to `MAX_CHUNK_FACTOR * chunk_bytes` whatever its number of
 documents (which bounds memory on corpora of very long documents); a remainder of fewer
-documents at the end joins the last chunk. So chunk boundaries depend on the input alone. A chunk is the
-unit of work of the parallel writer and the window random next sentences are drawn from.
+documents at the end joins the last chunk. So chunk boundaries depend on the input alone. A
+chunk is the unit of work of the parallel writer and the window random next sentences are
+drawn from.
 """
 from __future__ import annotations
 

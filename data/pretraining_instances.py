@@ -6,8 +6,9 @@ random target in [2, max_seq_length - 3]), split them at a random sentence bound
 with probability 1/2 (always when there is a single sentence) B is instead read from a random
 sentence of another document and the unused sentences are put back for the next instance; then
 the longer side loses tokens, front or back at random, until the pair fits. The draws are the
-original's, made with Python's `random.Random`; the removal sequence is computed in closed form
-and only the front/back coin flips are drawn. Masking is in `masked_lm_sampling.py`.
+original's, made with Python's `random.Random`; the truncation's removal counts are computed in
+closed form and its front/back coin flips drawn as binomial counts, for all instances at once.
+Masking is in `masked_lm_sampling.py`.
 """
 from __future__ import annotations
 
@@ -81,84 +82,82 @@ class SegmentPairs:
         return SegmentPairs(*(getattr(self, f.name)[rows] for f in dataclasses.fields(self)))
 
 
-def _randint(rng: random.Random, low: int, high: int) -> int:
-    """Uniform integer in [low, high] (as `rng.randint`, from a single float draw)."""
-    return low + int(rng.random() * (high - low + 1))
-
-
-def truncation_counts(a_length: int, b_length: int, max_num_tokens: int) -> tuple[int, int]:
-    """Tokens the original's truncation loop removes from A and from B.
+def truncation_counts(a_length: np.ndarray, b_length: np.ndarray,
+                      max_num_tokens: int) -> tuple[np.ndarray, np.ndarray]:
+    """Tokens the original's truncation loop removes from A and from B (int arrays [N]).
 
     It removes one token at a time from the longer side, B on ties; once the sides are equal
     the removals alternate B, A, B, ...
     """
-    excess = a_length + b_length - max_num_tokens
-    if excess <= 0:
-        return 0, 0
-    from_a = min(excess, a_length - b_length) if a_length > b_length else 0
-    from_b = min(excess, b_length - a_length) if b_length > a_length else 0
+    excess = np.maximum(a_length + b_length - max_num_tokens, 0)
+    from_a = np.where(a_length > b_length, np.minimum(excess, a_length - b_length), 0)
+    from_b = np.where(b_length > a_length, np.minimum(excess, b_length - a_length), 0)
     rest = excess - from_a - from_b
     return from_a + rest // 2, from_b + (rest + 1) // 2
 
 
-def pack_documents(window: DocumentWindow, config: PretrainingConfig,
-                   rng: random.Random) -> SegmentPairs:
-    """Packs every document of `window` `dupe_factor` times, in document order."""
-    columns: tuple[list[int], ...] = ([], [], [], [], [])
+def pack_documents(window: DocumentWindow, config: PretrainingConfig, rng: random.Random,
+                   truncation_rng: np.random.Generator) -> SegmentPairs:
+    """Packs every document of `window` `dupe_factor` times, in document order.
+
+    Args:
+      window: the documents.
+      config: sampling settings.
+      rng: draws of the packing (targets, split points, random next sentences).
+      truncation_rng: front/back coin flips of the truncation (as binomial counts).
+    """
+    rows: list[tuple[int, int, int, int, bool]] = []
     for _ in range(config.dupe_factor):
         for document_index in range(len(window.sentence_bounds)):
-            _pack_document(window.sentence_bounds, document_index, config, rng, columns)
-    a_start, a_length, b_start, b_length, is_random_next = columns
-    return SegmentPairs(np.array(a_start, np.int64), np.array(a_length, np.int64),
-                        np.array(b_start, np.int64), np.array(b_length, np.int64),
-                        np.array(is_random_next, bool))
+            _pack_document(window.sentence_bounds, document_index, config, rng, rows)
+    columns = np.array(rows, np.int64).reshape(-1, 5)
+    a_start, a_length, b_start, b_length = columns[:, :4].T
+    cut_a, cut_b = truncation_counts(a_length, b_length, config.max_seq_length - 3)
+    # Each removal is from the front with probability 1/2, independently.
+    return SegmentPairs(a_start + truncation_rng.binomial(cut_a, 0.5), a_length - cut_a,
+                        b_start + truncation_rng.binomial(cut_b, 0.5), b_length - cut_b,
+                        columns[:, 4].astype(bool))
 
 
 def _pack_document(all_bounds: list[list[int]], document_index: int, config: PretrainingConfig,
-                   rng: random.Random, columns: tuple[list[int], ...]) -> None:
-    """Appends the instances of one document to `columns` (a_start, a_length, ... lists)."""
+                   rng: random.Random, rows: list[tuple[int, int, int, int, bool]]) -> None:
+    """Appends (a_start, a_length, b_start, b_length, is_random_next) of each instance of one
+    document to `rows`, before truncation."""
     bounds = all_bounds[document_index]
     num_sentences = len(bounds) - 1
     max_num_tokens = config.max_seq_length - 3
+    uniform = rng.random  # a uniform integer in [lo, lo + n) is lo + int(uniform() * n)
     target_length = max_num_tokens
-    if rng.random() < config.short_seq_prob:
-        target_length = _randint(rng, 2, max_num_tokens)
+    if uniform() < config.short_seq_prob:
+        target_length = 2 + int(uniform() * (max_num_tokens - 1))
     first = 0
     while first < num_sentences:
         # Last sentence of the chunk: the first whose end reaches the target, or the last one.
         last = min(bisect.bisect_left(bounds, bounds[first] + target_length, first + 1) - 1,
                    num_sentences - 1)
         chunk_size = last - first + 1
-        a_end = first + (_randint(rng, 1, chunk_size - 1) if chunk_size >= 2 else 1)
+        a_end = first + 1 + (int(uniform() * (chunk_size - 1)) if chunk_size >= 2 else 0)
         a_start, a_length = bounds[first], bounds[a_end] - bounds[first]
-        is_random_next = chunk_size == 1 or rng.random() < 0.5
-        if is_random_next:
+        if chunk_size == 1 or uniform() < 0.5:
             b_start, b_length = _random_b_segment(all_bounds, document_index,
-                                                  target_length - a_length, rng)
-            next_first = a_end  # the chunk's unused sentences are put back
+                                                  target_length - a_length, uniform)
+            rows.append((a_start, a_length, b_start, b_length, True))
+            first = a_end  # the chunk's unused sentences are put back
         else:
-            b_start, b_length = bounds[a_end], bounds[last + 1] - bounds[a_end]
-            next_first = last + 1
-        cut_a, cut_b = truncation_counts(a_length, b_length, max_num_tokens)
-        front_a = rng.getrandbits(cut_a).bit_count() if cut_a else 0
-        front_b = rng.getrandbits(cut_b).bit_count() if cut_b else 0
-        columns[0].append(a_start + front_a)
-        columns[1].append(a_length - cut_a)
-        columns[2].append(b_start + front_b)
-        columns[3].append(b_length - cut_b)
-        columns[4].append(is_random_next)
-        first = next_first
+            rows.append((a_start, a_length, bounds[a_end], bounds[last + 1] - bounds[a_end],
+                         False))
+            first = last + 1
 
 
 def _random_b_segment(all_bounds: list[list[int]], document_index: int, target_b_length: int,
-                      rng: random.Random) -> tuple[int, int]:
+                      uniform) -> tuple[int, int]:
     """(start, length) of sentences read from a random other document up to the target."""
     for _ in range(10):
-        random_index = _randint(rng, 0, len(all_bounds) - 1)
+        random_index = int(uniform() * len(all_bounds))
         if random_index != document_index:
             break
     bounds = all_bounds[random_index]
-    start = _randint(rng, 0, len(bounds) - 2)
+    start = int(uniform() * (len(bounds) - 1))
     end = min(bisect.bisect_left(bounds, bounds[start] + target_b_length, start + 1),
               len(bounds) - 1)
     return bounds[start], bounds[end] - bounds[start]

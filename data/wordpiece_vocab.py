@@ -62,7 +62,7 @@ class LearnerOptions:
 
 
 def read_lines(paths: Sequence[str], max_lines: int = 0) -> Iterator[str]:
-    """Lines of the files in order (UTF-8, undecodable bytes dropped); at most `max_lines` if > 0."""
+    """Lines of the files in order (UTF-8, undecodable bytes dropped); `max_lines` if > 0."""
     count = 0
     for path in paths:
         with open(path, "rb") as reader:

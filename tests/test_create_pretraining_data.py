@@ -24,8 +24,12 @@ def _run_script(*args):
                           cwd=REPO_ROOT, timeout=300)
 
 
+DEFAULT_OPTIONS = pretraining_writer.WriterOptions()
+
+
 def _write(input_files, output_files, vocab_file, seed=12345, do_whole_word_mask=False,
-           dupe_factor=10, num_workers=1, chunk_bytes=1 << 18, min_chunk_documents=32):
+           dupe_factor=10, num_workers=1, chunk_bytes=DEFAULT_OPTIONS.chunk_bytes,
+           min_chunk_documents=DEFAULT_OPTIONS.min_chunk_documents):
     settings = pretraining_chunks.ChunkSettings(
         str(vocab_file), True,
         PretrainingConfig(dupe_factor=dupe_factor, do_whole_word_mask=do_whole_word_mask), seed)
@@ -73,6 +77,11 @@ def test_script_writes_records_and_reports_what_it_skipped(tmp_path, fixtures_di
     assert abs(counts[0] - counts[1]) <= 1
     assert sorted(p.name for p in out.iterdir()) == ["a.tfrecord", "b.tfrecord"]
     assert set(records["next_sentence_labels"].ravel()) <= {0, 1}
+    # The script's forked workers and this process's own work write the same bytes.
+    _write([corpus], [tmp_path / "a.tfrecord", tmp_path / "b.tfrecord"], uncased_vocab,
+           dupe_factor=2)
+    for name in ("a.tfrecord", "b.tfrecord"):
+        assert (tmp_path / name).read_bytes() == (out / name).read_bytes()
 
 
 @pytest.mark.parametrize("flags, message", [
@@ -142,7 +151,8 @@ def _reference_statistics(corpus, vocab_file, seed, do_whole_word_mask, dupe_fac
 
 
 def _pipeline_statistics(corpus, vocab_file, folder, seed, do_whole_word_mask, dupe_factor=10,
-                         num_workers=2, chunk_bytes=1 << 18, min_chunk_documents=32):
+                         num_workers=2, chunk_bytes=DEFAULT_OPTIONS.chunk_bytes,
+                         min_chunk_documents=DEFAULT_OPTIONS.min_chunk_documents):
     outputs = [folder / f"{seed}_{do_whole_word_mask}_{i}.tfrecord" for i in range(2)]
     _write([corpus], outputs, vocab_file, seed, do_whole_word_mask, dupe_factor, num_workers,
            chunk_bytes, min_chunk_documents)

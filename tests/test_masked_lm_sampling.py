@@ -59,7 +59,8 @@ def test_masked_positions_follow_the_rules():
 
 def test_replacement_shares_are_80_10_10():
     rng = np.random.default_rng(1)
-    tokens, lengths, a_lengths = _rows([["[CLS]", *["cat"] * 60, "[SEP]", "sat", "[SEP]"]] * 3000, 64)
+    row = ["[CLS]", *["cat"] * 60, "[SEP]", "sat", "[SEP]"]
+    tokens, lengths, a_lengths = _rows([row] * 3000, 64)
     batch = sampling.mask_tokens(tokens, lengths, a_lengths, 0.15, 10, False, MASKING_VOCAB, rng)
     shown = batch.input_ids[np.arange(3000)[:, None], batch.masked_lm_positions]
     total = shown.size  # 30,000 positions: 4 standard errors are under 0.01
@@ -73,8 +74,8 @@ def test_replacement_shares_are_80_10_10():
 
 def test_each_candidate_is_equally_likely():
     rng = np.random.default_rng(2)
-    tokens, lengths, a_lengths = _rows([["[CLS]", *["cat"] * 9, "[SEP]", *["sat"] * 9, "[SEP]"]] * 20000,
-                            21)
+    row = ["[CLS]", *["cat"] * 9, "[SEP]", *["sat"] * 9, "[SEP]"]
+    tokens, lengths, a_lengths = _rows([row] * 20000, 21)
     batch = sampling.mask_tokens(tokens, lengths, a_lengths, 0.15, 5, False, MASKING_VOCAB, rng)
     counts = np.bincount(batch.masked_lm_positions[batch.masked_lm_positions > 0], minlength=21)
     candidates = [p for p in range(21) if p not in (0, 10, 20)]
@@ -86,8 +87,8 @@ def test_each_candidate_is_equally_likely():
 def test_whole_word_masking_skips_words_that_do_not_fit():
     """Words of 3, 1 and 1 pieces with 2 to predict: the 3-piece word is always skipped."""
     rng = np.random.default_rng(3)
-    tokens, lengths, a_lengths = _rows([["[CLS]", "run", "##ning", "##s", "cat", "[SEP]", "sat", "[SEP]"]]
-                            * 200, 8)
+    row = ["[CLS]", "run", "##ning", "##s", "cat", "[SEP]", "sat", "[SEP]"]
+    tokens, lengths, a_lengths = _rows([row] * 200, 8)
     batch = sampling.mask_tokens(tokens, lengths, a_lengths, 0.25, 20, True, MASKING_VOCAB, rng)
     assert np.all(batch.num_masked == 2)
     assert np.all(batch.masked_lm_positions[:, :2] == [4, 6])
@@ -95,7 +96,8 @@ def test_whole_word_masking_skips_words_that_do_not_fit():
 
 def test_whole_word_masking_joins_a_piece_after_sep_to_the_previous_word():
     rng = np.random.default_rng(4)
-    tokens, lengths, a_lengths = _rows([["[CLS]", "jump", "[SEP]", "##ed", "cat", "[SEP]"]] * 200, 6)
+    row = ["[CLS]", "jump", "[SEP]", "##ed", "cat", "[SEP]"]
+    tokens, lengths, a_lengths = _rows([row] * 200, 6)
     batch = sampling.mask_tokens(tokens, lengths, a_lengths, 0.34, 20, True, MASKING_VOCAB, rng)
     pairs = {tuple(row[:n]) for row, n in zip(batch.masked_lm_positions.tolist(),
                                                batch.num_masked.tolist())}
