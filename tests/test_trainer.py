@@ -5,7 +5,7 @@ import tensorflow as tf
 
 from modeling import losses
 from modeling.config import BertConfig
-from modeling.task_models import BertClassifier
+from modeling.task_models import BertClassifier, BertSpanLabeler
 from training import fine_tuning
 from training.optimizer import create_optimizer
 
@@ -53,3 +53,26 @@ def test_resumed_training_equals_uninterrupted_training_with_dropout(tmp_path):
         np.testing.assert_allclose(a, b, atol=1e-6)
     moved = _train(tmp_path / "other_seed_check", 12, dropout=0.0)
     assert max(np.abs(a - b).max() for a, b in zip(straight, moved)) > 1e-4
+
+
+def test_accumulation_with_variables_that_get_no_gradient(tmp_path):
+    keras.utils.set_random_seed(7)
+    config = BertConfig(vocab_size=30, hidden_size=16, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=32)
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    with strategy.scope():
+        model = BertSpanLabeler(config)  # the pooler is unused: its gradients are None
+        optimizer = create_optimizer(1e-3, 4, 1)
+    arrays = _arrays()
+    arrays["start_positions"] = arrays["end_positions"] = arrays.pop("label_ids")
+    pooler_before = model.encoder.get_layer("pooler").weights[0].numpy().copy()
+
+    def span_loss(outputs, batch, normaliser):
+        return {"loss": losses.span_loss(outputs["start_logits"], outputs["end_logits"],
+                                         batch["start_positions"], batch["end_positions"],
+                                         normaliser.global_batch_size(batch))}
+    fine_tuning.fit(strategy, model, optimizer, span_loss, arrays, 8, 4, str(tmp_path), seed=3,
+                    gradient_accumulation_steps=2)
+    assert int(optimizer.iterations.numpy()) == 4
+    np.testing.assert_array_equal(model.encoder.get_layer("pooler").weights[0].numpy(),
+                                  pooler_before)

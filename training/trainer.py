@@ -88,9 +88,8 @@ class Trainer:
         gradients, logs = None, {}
         for batch in micro_batches:
             grads, batch_logs = gradients_fn(batch, normaliser)
-            # Embedding gradients come as IndexedSlices; the sum of micro-batches needs them dense.
-            grads = [tf.convert_to_tensor(g) for g in grads]
-            gradients = grads if gradients is None else [a + b for a, b in zip(gradients, grads)]
+            gradients = grads if gradients is None else [
+                _add_gradients(a, b) for a, b in zip(gradients, grads)]
             for key, value in batch_logs.items():
                 # Losses are already normalised by global counts; metrics are averaged.
                 share = 1.0 if key.endswith("loss") else 1.0 / len(micro_batches)
@@ -189,6 +188,14 @@ class Trainer:
             tf.summary.scalar("learning_rate", learning_rate)
             tf.summary.scalar("examples_per_second", examples_per_second)
         writer.flush()
+
+
+def _add_gradients(a, b):
+    """Sums two micro-batches' gradients of one variable (None: the variable gets no gradient)."""
+    if a is None:
+        return None
+    # Embedding gradients come as IndexedSlices; their sum is taken dense.
+    return tf.convert_to_tensor(a) + tf.convert_to_tensor(b)
 
 
 def _is_multi_worker(strategy: tf.distribute.Strategy) -> bool:
