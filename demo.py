@@ -12,7 +12,7 @@ import time
 
 from absl import app, flags
 
-from data import synthetic_corpus
+from data import synthetic_corpus, synthetic_squad
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("output_dir", "demo_output", "Where every stage writes.")
@@ -74,11 +74,45 @@ def pretrain(out: str) -> tuple[str, str, str]:
     return vocab, config, os.path.join(pretraining_dir, "bert_model.ckpt")
 
 
+def classify(out: str, vocab: str, config: str, checkpoint: str) -> None:
+    data_dir = os.path.join(out, "sst2")
+    os.makedirs(data_dir, exist_ok=True)
+    for name, rows, seed in (("train.tsv", 1024, 2), ("dev.tsv", 200, 3)):
+        with open(os.path.join(data_dir, name), "w", encoding="utf-8") as f:
+            f.write(synthetic_corpus.sst2_tsv(rows, seed))
+    output_dir = os.path.join(out, "sst2_output")
+    run("fine-tune a sentence classifier (SST-2 format)", "run_classifier.py",
+        task_name="SST-2", do_train=True, do_eval=True, data_dir=data_dir, vocab_file=vocab,
+        bert_config_file=config, init_checkpoint=checkpoint, max_seq_length=32,
+        train_batch_size=16, learning_rate=5e-4, num_train_epochs=3, output_dir=output_dir)
+    results = read_results(os.path.join(output_dir, "eval_results.txt"))
+    print(f"   eval: accuracy {results['eval_accuracy']} (chance: 0.5)")
+
+
+def answer_questions(out: str, vocab: str, config: str, checkpoint: str) -> None:
+    train_file, dev_file = synthetic_squad.write_squad_files(
+        os.path.join(out, "squad"), num_train_paragraphs=400, num_dev_paragraphs=50,
+        version_2_with_negative=True)
+    output_dir = os.path.join(out, "squad_v2_output")
+    run("fine-tune question answering (SQuAD v2.0 format)", "run_squad.py", vocab_file=vocab,
+        bert_config_file=config, init_checkpoint=checkpoint, do_train=True, train_file=train_file,
+        do_predict=True, predict_file=dev_file, version_2_with_negative=True, max_seq_length=64,
+        doc_stride=32, max_query_length=16, train_batch_size=32, learning_rate=1e-3,
+        num_train_epochs=8, output_dir=output_dir)
+    with open(os.path.join(output_dir, "eval_results.json"), encoding="utf-8") as f:
+        results = json.load(f)
+    print(f"   dev: exact {results['exact']:.1f}, F1 {results['f1']:.1f} (answerable "
+          f"{results['HasAns_f1']:.1f}, unanswerable {results['NoAns_exact']:.1f}); best F1 "
+          f"{results['best_f1']:.1f} at null threshold {results['best_f1_thresh']:.2f}")
+
+
 def main(_):
     out = os.path.abspath(FLAGS.output_dir)
     os.makedirs(out, exist_ok=True)
     os.chdir(os.path.dirname(os.path.abspath(__file__)))
-    pretrain(out)
+    vocab, config, checkpoint = pretrain(out)
+    classify(out, vocab, config, checkpoint)
+    answer_questions(out, vocab, config, checkpoint)
     print(f"\nAll stages done; outputs in {out}")
 
 
