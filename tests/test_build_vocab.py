@@ -11,7 +11,7 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 def _run(*args):
     return subprocess.run([sys.executable, str(REPO_ROOT / "build_vocab.py"), *args],
-                          capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
+                          capture_output=True, text=True, cwd=REPO_ROOT, timeout=900)
 
 
 def test_vocabulary_from_wikitext_tokenizes_held_out_text(tmp_path, shared_data_dir):
