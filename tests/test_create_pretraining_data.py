@@ -21,7 +21,7 @@ SCRIPT = str(REPO_ROOT / "create_pretraining_data.py")
 
 def _run_script(*args):
     return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True,
-                          cwd=REPO_ROOT, timeout=300)
+                          cwd=REPO_ROOT, timeout=900)
 
 
 DEFAULT_OPTIONS = pretraining_writer.WriterOptions()
