@@ -13,6 +13,7 @@ import pretraining_statistics as stats
 from data import pretraining_chunks
 from data import pretraining_writer
 from data import tokenization
+from data.pretraining_dataset import pretraining_dataset
 from data.pretraining_instances import PretrainingConfig
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -77,6 +78,8 @@ def test_script_writes_records_and_reports_what_it_skipped(tmp_path, fixtures_di
     assert abs(counts[0] - counts[1]) <= 1
     assert sorted(p.name for p in out.iterdir()) == ["a.tfrecord", "b.tfrecord"]
     assert set(records["next_sentence_labels"].ravel()) <= {0, 1}
+    batches = pretraining_dataset(f"{out}/*.tfrecord", 8, 128, 20, is_training=False)
+    assert sum(len(batch["input_ids"]) for batch in batches) == sum(counts)
     # The script's forked workers and this process's own work write the same bytes.
     _write([corpus], [tmp_path / "a.tfrecord", tmp_path / "b.tfrecord"], uncased_vocab,
            dupe_factor=2)
