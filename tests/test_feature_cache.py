@@ -101,7 +101,7 @@ def test_training_dataset_shuffles_whole_sentences_and_restores_its_position(tmp
         tf.distribute.InputContext())
     iterator = iter(dataset)
     first = next(iterator)
-    assert first["features"].shape == (3, 3, 2)
+    assert first["features"].shape == (3, 3, 2)  # the longest sentence has 3 words
     seen = sorted(int(row[0]) for row, mask in zip(first["label_ids"].numpy(),
                                                    first["word_mask"].numpy()) if mask[0])
     assert seen == [10, 13, 14], "an epoch of 3 sentences covers each once"

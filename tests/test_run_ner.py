@@ -149,6 +149,7 @@ def test_feature_based_tagger_learns_with_a_frozen_encoder_and_reuses_features(m
     flags = {**model, "data_dir": data_dir, "output_dir": tmp_path / "out", "max_seq_length": 48,
              "feature_based": True, "feature_layers": "-1,-2", "lstm_units": 64,
              "feature_cache_dir": tmp_path / "cache"}
+    num_train = len(_sentences(data_dir / "train.txt", 4))
     first = _check(_run(**flags, do_train=True, do_eval=True, learning_rate=3e-3,
                         num_train_epochs=15.0))
     assert first.stderr.count("feature cache miss") == 2          # train and dev
@@ -172,6 +173,7 @@ def test_feature_based_tagger_learns_with_a_frozen_encoder_and_reuses_features(m
     assert {e: (e / "features.npy").stat().st_mtime_ns for e in entries} == stamps
     assert len(list((tmp_path / "cache").iterdir())) == 3
     again = _eval_results(tmp_path / "out" / "eval_results.txt")
+    assert again["global_step"] == results["global_step"] == int(num_train / 32 * 15)
     assert again["eval_f1"] == results["eval_f1"]
     assert again["eval_loss"] == pytest.approx(results["eval_loss"], rel=1e-5)
     assert (tmp_path / "out" / "predictions_test.txt").is_file()

@@ -177,21 +177,20 @@ def training_dataset_fn(features: WordFeatures, label_ids: np.ndarray, micro_bat
     """An infinite, shuffled dataset of feature batches for `fine_tuning.fit_dataset`.
 
     Sentence numbers are shuffled and batched in the graph; each batch is gathered from the
-    (memory-mapped) features on the host, padded to the longest sentence of the split.
+    (memory-mapped) features on the host, padded to its longest sentence (the width W is left
+    unknown to the graph, so that the training step is traced once).
     """
-    width, size = features.max_words, features.feature_size
-
     def gather(indices):
-        batch = features.batch(indices.tolist(), label_ids, width)
+        batch = features.batch(indices.tolist(), label_ids)
         return batch["features"], batch["word_mask"], batch["label_ids"]
 
     def to_batch(indices):
         values, word_mask, labels = tf.numpy_function(
             gather, [indices], [tf.float32, tf.int32, tf.int32], stateful=False)
         count = indices.shape[0]
-        values.set_shape([count, width, size])
-        word_mask.set_shape([count, width])
-        labels.set_shape([count, width])
+        values.set_shape([count, None, features.feature_size])
+        word_mask.set_shape([count, None])
+        labels.set_shape([count, None])
         return {"features": values, "word_mask": word_mask, "label_ids": labels}
 
     def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
@@ -214,11 +213,12 @@ def predict_words(model: keras.Model, features: WordFeatures, batch_size: int) -
     Returns:
         float32 [num_words, K] logits, one row per word, aligned with `features.values`.
     """
-    run = tf.function(lambda batch: model(batch, training=False)["logits"])
+    run = tf.function(lambda batch: model(batch, training=False)["logits"],
+                      reduce_retracing=True)
     rows = []
     for start in range(0, features.num_sentences, batch_size):
         indices = list(range(start, min(start + batch_size, features.num_sentences)))
-        batch = features.batch(indices, num_words=features.max_words)
+        batch = features.batch(indices)
         logits = run(batch).numpy()                                        # [B, W, K]
         rows.append(logits[batch["word_mask"].astype(bool)])
     return np.concatenate(rows) if rows else np.zeros((0, model.num_labels), np.float32)
