@@ -21,6 +21,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from data.progress import Progress
 from modeling.tf1_checkpoint import resolve_checkpoint_prefix
 
 _FEATURES = "features.npy"
@@ -123,6 +124,7 @@ def _write(folder: str, encoder: keras.Model, arrays: Mapping[str, np.ndarray],
     values = np.lib.format.open_memmap(os.path.join(folder, _FEATURES), mode="w+",
                                        dtype=np.float32, shape=(int(offsets[-1]), width))
     inputs = {k: arrays[k] for k in ("input_ids", "input_mask", "segment_ids")}
+    progress = Progress("sequences encoded", len(lengths))
     for start in range(0, len(lengths), batch_size):
         outputs = layers({k: v[start:start + batch_size] for k, v in inputs.items()}).numpy()
         for row, sequence in enumerate(outputs):                     # sequence: [T, D]
@@ -130,6 +132,8 @@ def _write(folder: str, encoder: keras.Model, arrays: Mapping[str, np.ndarray],
             words = values[offsets[start + row]:offsets[start + row + 1]]
             kept = positions >= 0
             words[kept] = sequence[positions[kept]]
+        progress.update(len(outputs))
+    progress.done()
     values.flush()
     del values
     np.save(os.path.join(folder, _OFFSETS), offsets)
