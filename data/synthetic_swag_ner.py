@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 import random
 
+from data.output_files import write_text_atomically
 from data.synthetic_corpus import ACTIONS, ANIMALS, PEOPLE, PLACES, TIMES
 
 SWAG_HEADER = ("", "video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source",
@@ -117,6 +119,31 @@ def conll_text(num_documents: int, seed: int = 0, sentences: tuple[int, int] = (
         for _ in range(rng.randint(*sentences)):
             blocks.append("\n".join(_ner_sentence(rng)) + "\n")
     return "\n".join(blocks)
+
+
+def write_swag_files(folder: str | os.PathLike, num_train: int = 400, num_eval: int = 100,
+                     num_test: int = 100, seed: int = 0) -> str:
+    """Writes `train.csv`, `val.csv` and an unlabelled `test.csv` into `folder`; returns it."""
+    folder = os.fspath(folder)
+    os.makedirs(folder, exist_ok=True)
+    for name, rows, offset, labelled in (("train.csv", num_train, 0, True),
+                                         ("val.csv", num_eval, 1, True),
+                                         ("test.csv", num_test, 2, False)):
+        write_text_atomically(os.path.join(folder, name),
+                              swag_csv(rows, seed=seed * 3 + offset, labelled=labelled))
+    return folder
+
+
+def write_conll_files(folder: str | os.PathLike, num_train: int = 150, num_eval: int = 30,
+                      num_test: int = 30, seed: int = 0) -> str:
+    """Writes `train.txt`, `valid.txt` and `test.txt` (that many documents) into `folder`."""
+    folder = os.fspath(folder)
+    os.makedirs(folder, exist_ok=True)
+    for name, documents, offset in (("train.txt", num_train, 0), ("valid.txt", num_eval, 1),
+                                    ("test.txt", num_test, 2)):
+        write_text_atomically(os.path.join(folder, name),
+                              conll_text(documents, seed=seed * 3 + offset))
+    return folder
 
 
 def vocabulary() -> list[str]:

@@ -61,3 +61,15 @@ def test_vocabulary_covers_every_generated_word(tmp_path):
     for do_lower_case in (True, False):
         tokenizer = tokenization.FullTokenizer(tmp_path / "vocab.txt", do_lower_case)
         assert "[UNK]" not in tokenizer.tokenize(" ".join(words))
+
+
+def test_task_folders_in_the_distribution_layouts(tmp_path):
+    swag_dir = synthetic_swag_ner.write_swag_files(tmp_path / "swag", 5, 4, 3, seed=1)
+    counts = [len(swag.read_swag_examples(f"{swag_dir}/{name}.csv"))
+              for name in ("train", "val", "test")]
+    assert counts == [5, 4, 3]
+    assert swag.read_swag_examples(f"{swag_dir}/test.csv")[0].label is None
+    conll_dir = synthetic_swag_ner.write_conll_files(tmp_path / "conll", 4, 3, 2, seed=1)
+    counts = [len(conll.read_conll_file(f"{conll_dir}/{name}.txt").documents)
+              for name in ("train", "valid", "test")]
+    assert counts == [4, 3, 2]
