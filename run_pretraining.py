@@ -10,7 +10,6 @@ Rerunning the same command after an interruption resumes from the newest checkpo
 import os
 
 from absl import app, flags, logging
-import keras
 import tensorflow as tf
 
 from data.output_files import write_eval_results
@@ -19,6 +18,7 @@ from modeling.checkpoint_names import tf1_name
 from modeling.checkpoints import load_checkpoint
 from modeling.config import BertConfig
 from modeling.pretrainer import BertPretrainer, pretraining_losses, pretraining_metric_sums
+from modeling.project_checkpoint import ProjectCheckpointMismatchError
 from modeling.tf1_checkpoint import CheckpointMismatchError, save_tf1_checkpoint
 import common_flags
 from training.evaluation import evaluate
@@ -56,14 +56,14 @@ def _check_flags(config: BertConfig):
 
 
 def _initialise(model: BertPretrainer, path: str):
+    """Loads the whole pretrainer, or only its encoder from a checkpoint without these heads."""
     try:
-        found = load_checkpoint(model, path)
-    except CheckpointMismatchError as error:
-        if "bert/" in str(error).replace("cls/", ""):
-            raise
-        found = load_checkpoint(model.encoder, path)
-        logging.warning("%s has no pretraining heads: they start from random values", path)
-    logging.info("initialised from %s (%s)", path, found)
+        load_checkpoint(model, path)
+    except (CheckpointMismatchError, ProjectCheckpointMismatchError):
+        # Strict on the encoder: its own mismatch, if any, is the error the user sees.
+        load_checkpoint(model.encoder, path)
+        logging.warning("%s has no pretraining heads that fit: they start from random values",
+                        path)
 
 
 def _dataset(is_training: bool, global_batch_size: int, input_context=None):

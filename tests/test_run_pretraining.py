@@ -128,3 +128,18 @@ def test_two_workers_match_one_process_with_the_same_global_batch(records, tmp_p
         _, stderr = process.communicate(timeout=300)
         assert process.returncode == 0, stderr[-4000:]
     _assert_same_weights(_weights(single), _weights(shared), atol=1e-5)
+
+
+def test_checkpoint_without_heads_initialises_the_encoder(records, fixtures_dir, tmp_path):
+    tiny = fixtures_dir / "original" / "tiny"
+    out = tmp_path / "run"
+    result = run(command(records, out, str(tiny / "bert_config.json"), num_train_steps=1,
+                         train_batch_size=2, init_checkpoint=str(tiny / "classifier")))
+    assert "no pretraining heads" in result.stderr
+    bad_config = write_config(tmp_path, hidden_size=64)
+    result = run(command(records, tmp_path / "bad", bad_config, num_train_steps=1,
+                         init_checkpoint=str(tiny / "bert_model.ckpt")), check=False)
+    assert result.returncode != 0
+    assert "bert/encoder/layer_0/attention/self/query/kernel: checkpoint shape (128, 128)" \
+        in result.stderr
+    assert not (tmp_path / "bad" / "bert_model.ckpt.index").exists()

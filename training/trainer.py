@@ -13,7 +13,6 @@ from typing import Callable, Iterator
 
 from absl import logging
 import keras
-import numpy as np
 import tensorflow as tf
 
 from training.checkpointing import TrainingCheckpoints
