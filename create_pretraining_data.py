@@ -55,7 +55,7 @@ flags.DEFINE_integer("chunk_bytes", 1 << 17, "Input bytes per chunk: the unit of
                      "and the window random next sentences are drawn from.")
 flags.DEFINE_integer("min_chunk_documents", 16, "Documents per chunk at least (unless the chunk "
                      "reaches 16 x chunk_bytes).")
-flags.DEFINE_integer("shuffle_buffer_size", 100_000, "Instances held back to mix the output "
+flags.DEFINE_integer("shuffle_buffer_size", 50_000, "Instances held back to mix the output "
                      "across chunks (memory: about 1 KB each at max_seq_length 128).")
 flags.DEFINE_float("progress_interval", 30.0, "Seconds between progress lines.")
 

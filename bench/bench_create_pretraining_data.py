@@ -7,7 +7,7 @@ in its own process with the same vocabulary and flags:
     single process, `tf.train.Example` + `tf.io.TFRecordWriter`, whole corpus in memory;
   * this project's `write_pretraining_records` with --num_workers processes.
 It reports instances/s, tokens/s and the peak resident memory of each process tree (sampled
-every 20 ms from /proc). Timing starts after imports, so interpreter start-up is left out of
+every 50 ms from /proc). Timing starts after imports, so interpreter start-up is left out of
 both; the pool start-up is counted against this pipeline.
 
     python bench/bench_create_pretraining_data.py --sizes_mb=5,50 --reference_mb=5
@@ -150,27 +150,33 @@ def _child_pipeline() -> dict:
             "instances": summary.instances, "tokens": summary.tokens}
 
 
+def _children(pid: int) -> list[int]:
+    children = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as listing:
+                children.extend(int(child) for child in listing.read().split())
+    except OSError:
+        pass
+    return children
+
+
+def _rss(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
 def _tree_rss(root: int) -> tuple[int, int]:
     """(RSS of `root` and all its descendants, RSS of `root`) in bytes."""
-    parents: dict[int, int] = {}
-    rss: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                parents[int(entry)] = int(stat.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{entry}/statm") as statm:
-                rss[int(entry)] = int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-        except (OSError, IndexError, ValueError):
-            continue
-    tree, frontier = {root}, [root]
+    tree, frontier = [root], [root]
     while frontier:
-        parent = frontier.pop()
-        children = [pid for pid, ppid in parents.items() if ppid == parent and pid not in tree]
-        tree.update(children)
+        children = _children(frontier.pop())
+        tree.extend(children)
         frontier.extend(children)
-    return sum(rss.get(pid, 0) for pid in tree), rss.get(root, 0)
+    return sum(_rss(pid) for pid in tree), _rss(root)
 
 
 def _measure(side: str, corpus: pathlib.Path, output: pathlib.Path) -> dict:
@@ -185,7 +191,7 @@ def _measure(side: str, corpus: pathlib.Path, output: pathlib.Path) -> dict:
     samples = []  # (tree RSS, main RSS)
     while process.poll() is None:
         samples.append(_tree_rss(process.pid))
-        time.sleep(0.02)
+        time.sleep(0.05)
     if process.returncode:
         raise RuntimeError(f"{side} run failed with exit code {process.returncode}")
     result = json.loads(process.stdout.read().strip().splitlines()[-1])

@@ -10,6 +10,7 @@ memo turns most of the tokenizer's work into dictionary lookups.
 """
 from __future__ import annotations
 
+import array
 import itertools
 import re
 
@@ -58,3 +59,13 @@ class WordCachedTokenizer:
         if len(self._word_ids) > self.max_cached_words:
             self._word_ids.clear()
         return list(itertools.chain.from_iterable(map(self._word_ids.__getitem__, line.split())))
+
+    def extend_ids(self, line: str, token_ids: array.array) -> None:
+        """Appends the token ids of one line of text to `token_ids`."""
+        if _JOINING_CONTROL_RE.search(line):
+            token_ids.extend(self.ids(line))
+            return
+        if len(self._word_ids) > self.max_cached_words:
+            self._word_ids.clear()
+        token_ids.extend(itertools.chain.from_iterable(map(self._word_ids.__getitem__,
+                                                           line.split())))

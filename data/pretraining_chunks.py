@@ -23,7 +23,7 @@ from data.cached_tokenizer import WordCachedTokenizer
 from data.pretraining_corpus import CorpusChunk
 
 # Instances assembled, masked and encoded together (their temporary arrays stay in cache).
-_BATCH_INSTANCES = 1024
+_BATCH_INSTANCES = 2048
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,12 +94,12 @@ class ChunkProcessor:
         result = ChunkResult(chunk.index, b"", [0], chunk.num_bytes, 0, 0, 0, 0)
         token_ids = array.array("i")  # 4 bytes a token (a list would take 36)
         sentence_bounds = []
+        extend_ids = self._tokenizer.extend_ids
         for lines in chunk.documents:
             bounds = [len(token_ids)]
             for line in lines:
-                ids = self._tokenizer.ids(line)
-                if ids:
-                    token_ids.extend(ids)
+                extend_ids(line, token_ids)
+                if len(token_ids) > bounds[-1]:
                     bounds.append(len(token_ids))
                 else:
                     result.lines_without_tokens += 1

@@ -43,7 +43,7 @@ class WriterOptions:
     num_workers: int = 1
     chunk_bytes: int = 1 << 17
     min_chunk_documents: int = 16
-    shuffle_buffer_size: int = 100_000
+    shuffle_buffer_size: int = 50_000
     progress_interval_s: float = 30.0
 
     def validate(self) -> None:

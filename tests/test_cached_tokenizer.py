@@ -1,4 +1,5 @@
 """Tests of data/cached_tokenizer.py: the memo gives exactly the original tokenizer's ids."""
+import array
 import json
 
 import pytest
@@ -48,3 +49,12 @@ def test_real_text_tokenizes_as_the_original(shared_data_dir, uncased_vocab):
     text = (shared_data_dir / "wikitext-2-raw" / "wiki.test.sentences.txt").read_text("utf-8")
     for line in text.split("\n")[:3000]:
         assert cached.ids(line) == _expected_ids(tokenizer, line.strip())
+
+
+def test_extend_ids_appends_the_same_ids(uncased_vocab):
+    tokenizer = tokenization.FullTokenizer(str(uncased_vocab))
+    cached = WordCachedTokenizer(tokenizer)
+    token_ids = array.array("i", [7])
+    for line in ["Hello, world!", "un\x1cbreak able", ""]:
+        cached.extend_ids(line, token_ids)
+    assert token_ids.tolist() == [7] + cached.ids("Hello, world!") + cached.ids("un\x1cbreak able")
