@@ -12,7 +12,7 @@ import time
 
 from absl import app, flags
 
-from data import synthetic_corpus, synthetic_squad
+from data import synthetic_corpus, synthetic_squad, synthetic_swag_ner
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("output_dir", "demo_output", "Where every stage writes.")
@@ -106,6 +106,39 @@ def answer_questions(out: str, vocab: str, config: str, checkpoint: str) -> None
           f"{results['best_f1']:.1f} at null threshold {results['best_f1_thresh']:.2f}")
 
 
+def choose_endings(out: str, vocab: str, config: str, checkpoint: str) -> None:
+    data_dir = synthetic_swag_ner.write_swag_files(os.path.join(out, "swag"))
+    output_dir = os.path.join(out, "swag_output")
+    run("fine-tune multiple choice (SWAG format)", "run_swag.py", do_train=True, do_eval=True,
+        do_predict=True, data_dir=data_dir, vocab_file=vocab, bert_config_file=config,
+        init_checkpoint=checkpoint, max_seq_length=64, train_batch_size=16, learning_rate=1e-4,
+        num_train_epochs=2, eval_batch_size=32, predict_batch_size=32, output_dir=output_dir)
+    results = read_results(os.path.join(output_dir, "eval_results.txt"))
+    print(f"   eval: accuracy {results['eval_accuracy']} (chance: 0.25)")
+
+
+def tag_entities(out: str, vocab: str, config: str, checkpoint: str) -> None:
+    data_dir = synthetic_swag_ner.write_conll_files(os.path.join(out, "conll"))
+    common = dict(data_dir=data_dir, vocab_file=vocab, bert_config_file=config,
+                  init_checkpoint=checkpoint, do_lower_case=True, max_seq_length=64,
+                  do_train=True, do_eval=True, do_predict=True, train_batch_size=16,
+                  eval_batch_size=32, predict_batch_size=32)
+    stages = (("fine-tune a named-entity tagger (CoNLL-2003 format)", "ner_output",
+               dict(learning_rate=1e-3, num_train_epochs=10)),
+              ("train a BiLSTM tagger on frozen BERT features (CoNLL-2003 format)",
+               "ner_feature_based_output", dict(feature_based=True, feature_layers="-1,-2",
+                                                lstm_units=64, learning_rate=3e-3,
+                                                num_train_epochs=5)))
+    for stage, name, extra in stages:
+        output_dir = os.path.join(out, name)
+        run(stage, "run_ner.py", **common, **extra, output_dir=output_dir)
+        for split, results_file in (("dev", "eval_results.txt"), ("test", "test_results.txt")):
+            results = read_results(os.path.join(output_dir, results_file))
+            print(f"   {split}: entity F1 {float(results['eval_f1']):.3f} (precision "
+                  f"{float(results['eval_precision']):.3f}, recall "
+                  f"{float(results['eval_recall']):.3f})")
+
+
 def main(_):
     out = os.path.abspath(FLAGS.output_dir)
     os.makedirs(out, exist_ok=True)
@@ -113,6 +146,8 @@ def main(_):
     vocab, config, checkpoint = pretrain(out)
     classify(out, vocab, config, checkpoint)
     answer_questions(out, vocab, config, checkpoint)
+    choose_endings(out, vocab, config, checkpoint)
+    tag_entities(out, vocab, config, checkpoint)
     print(f"\nAll stages done; outputs in {out}")
 
 
