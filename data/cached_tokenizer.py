@@ -11,7 +11,6 @@ memo turns most of the tokenizer's work into dictionary lookups.
 from __future__ import annotations
 
 import array
-import itertools
 import re
 
 from data import tokenization
@@ -25,16 +24,16 @@ _JOINING_CONTROL_RE = re.compile(f"[{re.escape(JOINING_CONTROL_CHARS)}]")
 
 
 class _WordIds(dict):
-    """word -> tuple of token ids, filled on first use."""
+    """word -> its token ids as the bytes of an int32 array, filled on first use."""
 
     def __init__(self, tokenizer: tokenization.FullTokenizer):
         super().__init__()
         self._tokenizer = tokenizer
 
-    def __missing__(self, word: str) -> tuple[int, ...]:
-        ids = tuple(self._tokenizer.convert_tokens_to_ids(self._tokenizer.tokenize(word)))
-        self[word] = ids
-        return ids
+    def __missing__(self, word: str) -> bytes:
+        ids = self._tokenizer.convert_tokens_to_ids(self._tokenizer.tokenize(word))
+        self[word] = packed = array.array("i", ids).tobytes()
+        return packed
 
 
 class WordCachedTokenizer:
@@ -46,26 +45,24 @@ class WordCachedTokenizer:
         Args:
           tokenizer: the tokenizer whose output is reproduced.
           max_cached_words: the memo is emptied when it grows past this many words, which
-            bounds its memory (roughly 250 bytes a word).
+            bounds its memory (roughly 200 bytes a word).
         """
         self.tokenizer = tokenizer
         self.max_cached_words = max_cached_words
         self._word_ids = _WordIds(tokenizer)
 
-    def ids(self, line: str) -> list[int]:
-        """The token ids of one line of text."""
-        if _JOINING_CONTROL_RE.search(line):
-            return self.tokenizer.convert_tokens_to_ids(self.tokenizer.tokenize(line))
-        if len(self._word_ids) > self.max_cached_words:
-            self._word_ids.clear()
-        return list(itertools.chain.from_iterable(map(self._word_ids.__getitem__, line.split())))
-
     def extend_ids(self, line: str, token_ids: array.array) -> None:
-        """Appends the token ids of one line of text to `token_ids`."""
+        """Appends the token ids of one line of text to `token_ids` (an int32 array)."""
         if _JOINING_CONTROL_RE.search(line):
-            token_ids.extend(self.ids(line))
+            ids = self.tokenizer.convert_tokens_to_ids(self.tokenizer.tokenize(line))
+            token_ids.extend(ids)
             return
         if len(self._word_ids) > self.max_cached_words:
             self._word_ids.clear()
-        token_ids.extend(itertools.chain.from_iterable(map(self._word_ids.__getitem__,
-                                                           line.split())))
+        token_ids.frombytes(b"".join(map(self._word_ids.__getitem__, line.split())))
+
+    def ids(self, line: str) -> list[int]:
+        """The token ids of one line of text."""
+        token_ids = array.array("i")
+        self.extend_ids(line, token_ids)
+        return token_ids.tolist()

@@ -7,6 +7,8 @@ one join.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from data import tfrecord_schema as schema
@@ -15,33 +17,52 @@ from data import tfrecord_schema as schema
 _MAX_TABLE_VALUE = 1 << 21
 
 
-def _varint_tables(size: int) -> tuple[np.ndarray, np.ndarray]:
-    """Two little-endian uint32 [size] tables: each value's varint bytes, and a 0/1 byte flag
-    per byte position telling whether that byte belongs to the varint."""
-    values = np.arange(size, dtype=np.uint32)
-    counts = 1 + (values >= 1 << 7).astype(np.uint32) + (values >= 1 << 14).astype(np.uint32)
-    more0 = (counts > 1).astype(np.uint32) << 7
-    more1 = (counts > 2).astype(np.uint32) << 7
-    encoded = ((values & 0x7F) | more0) | ((((values >> 7) & 0x7F) | more1) << 8) | (
-        ((values >> 14) & 0x7F) << 16)
-    flags = np.uint32(1) | ((counts > 1).astype(np.uint32) << 8) | (
-        (counts > 2).astype(np.uint32) << 16)
-    return encoded.astype("<u4"), flags.astype("<u4")
+@dataclasses.dataclass(frozen=True)
+class _VarintTables:
+    """Varints of 0..size-1: `encoded` little-endian uint32 (unused high bytes zero), `sizes`
+    their byte counts, `as_bytes` each as a bytes object."""
+
+    encoded: np.ndarray
+    sizes: np.ndarray
+    as_bytes: list[bytes]
+
+    @classmethod
+    def build(cls, size: int) -> _VarintTables:
+        values = np.arange(size, dtype=np.uint32)
+        sizes = 1 + (values >= 1 << 7).astype(np.uint32) + (values >= 1 << 14).astype(np.uint32)
+        more0 = (sizes > 1).astype(np.uint32) << 7
+        more1 = (sizes > 2).astype(np.uint32) << 7
+        encoded = ((values & 0x7F) | more0) | ((((values >> 7) & 0x7F) | more1) << 8) | (
+            ((values >> 14) & 0x7F) << 16)
+        encoded = encoded.astype("<u4")
+        as_bytes = [word.tobytes()[:n] for word, n in zip(encoded, sizes.tolist())]
+        return cls(encoded, sizes.astype(np.int64), as_bytes)
 
 
-def _varint_rows(values: np.ndarray, tables: tuple[np.ndarray, np.ndarray]
-                 ) -> tuple[bytes, list[int]]:
-    """Packs each row of int [N, M] values (each below the tables' size) as protobuf varints.
+def _varint_rows(values: np.ndarray, tables: _VarintTables) -> list[bytes]:
+    """Each row of int [N, M] values (each below the tables' size) packed as protobuf varints.
 
-    Returns:
-      (blob, ends): the rows' packed bytes concatenated, and the N + 1 row boundaries.
+    Only the varint of 0 holds a zero byte (any other varint's bytes are nonzero), so dropping
+    every zero byte of the rows' table entries leaves the varints of the nonzero values; a row's
+    trailing zeros (padding) are put back as zero bytes, and the rare row with a zero before its
+    last nonzero value is packed value by value.
     """
-    encoded, flags = tables
-    entry_bytes = encoded[values].view(np.uint8).reshape(-1)  # [N * M * 4]
-    in_varint = flags[values].view(np.uint8)  # [N, M * 4], 1 where the byte is kept
-    ends = np.zeros(len(values) + 1, np.int64)
-    np.cumsum(in_varint.sum(axis=1, dtype=np.int64), out=ends[1:])
-    return entry_bytes[np.flatnonzero(in_varint)].tobytes(), ends.tolist()
+    num_rows, width = values.shape
+    nonzero = values != 0
+    # Values up to and including the last nonzero one; the rest of the row is zeros.
+    body_length = width - np.argmax(nonzero[:, ::-1], axis=1)
+    body_length[~nonzero.any(axis=1)] = 0
+    body_sizes = np.where(nonzero, tables.sizes[values], 0).sum(axis=1)
+    ends = np.zeros(num_rows + 1, np.int64)
+    np.cumsum(body_sizes, out=ends[1:])
+    bodies = tables.encoded[values].tobytes().translate(None, b"\x00")
+    zeros = [bytes(n) for n in range(width + 1)]
+    rows = [bodies[start:end] + zeros[width - length] for start, end, length in zip(
+        ends.tolist(), ends[1:].tolist(), body_length.tolist())]
+    inner_zero = np.arange(width)[None, :] < body_length[:, None]
+    for row in np.flatnonzero(np.any(inner_zero & ~nonzero, axis=1)).tolist():
+        rows[row] = b"".join([tables.as_bytes[v] for v in values[row].tolist()])
+    return rows
 
 
 def _object_table(items: list[bytes]) -> np.ndarray:
@@ -59,10 +80,6 @@ def _int64_headers(key: str, max_packed: int) -> list[bytes]:
         entry = schema.encode_int64_entry(prefix, bytes(length))
         headers.append(entry[:len(entry) - length])
     return headers
-
-
-def _slices(blob: bytes, ends: list[int]) -> list[bytes]:
-    return [blob[start:end] for start, end in zip(ends, ends[1:])]
 
 
 class PretrainingRecordEncoder:
@@ -86,7 +103,7 @@ class PretrainingRecordEncoder:
             raise ValueError(f"vocab_size={vocab_size} must be in [1, {_MAX_TABLE_VALUE}]")
         self.max_seq_length = max_seq_length
         self.max_predictions_per_seq = max_predictions_per_seq
-        self._tables = _varint_tables(max(vocab_size, max_seq_length))
+        self._tables = _VarintTables.build(max(vocab_size, max_seq_length))
         max_packed = 3 * max_seq_length
         self._headers = {key: _int64_headers(key, max_packed) for key in (
             schema.INPUT_IDS, schema.MASKED_LM_POSITIONS, schema.MASKED_LM_IDS)}
@@ -145,10 +162,9 @@ class PretrainingRecordEncoder:
         for key, values in ((schema.INPUT_IDS, input_ids),
                             (schema.MASKED_LM_POSITIONS, masked_lm_positions),
                             (schema.MASKED_LM_IDS, masked_lm_ids)):
-            blob, ends = _varint_rows(values, self._tables)
-            packed_sizes = np.diff(ends)
-            varint_entries[key] = (self._header_tables[key][packed_sizes].tolist(),
-                                   _slices(blob, ends))
+            packed = _varint_rows(values, self._tables)
+            packed_sizes = np.fromiter(map(len, packed), np.int64, len(packed))
+            varint_entries[key] = (self._header_tables[key][packed_sizes].tolist(), packed)
             size = size + self._header_sizes[key][packed_sizes] + packed_sizes
         pieces = (self._outer_headers[size].tolist(), *varint_entries[schema.INPUT_IDS],
                   self._fixed_entries(lengths, a_lengths),

@@ -87,7 +87,8 @@ def _crc32c_long(records: Sequence[bytes]) -> np.ndarray:
     lengths = np.fromiter((len(record) for record in records), np.int64, len(records))
     width = -(-int(lengths.max()) // 4) * 4
     padding = [bytes(n) for n in range(width + 1)]
-    aligned = b"".join([padding[width - len(record)] + record for record in records])
+    aligned = b"".join(itertools.chain.from_iterable(
+        (padding[width - len(record)], record) for record in records))
     matrix = np.frombuffer(aligned, np.uint8).reshape(len(records), width).copy()
     return _crc32c_right_aligned(matrix, lengths)
 

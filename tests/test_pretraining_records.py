@@ -43,6 +43,11 @@ def test_records_equal_the_generic_encoder_byte_for_byte():
     for max_seq_length, max_predictions, vocab_size in [(128, 20, 30522), (512, 80, 119547),
                                                         (8, 2, 100)]:
         batch = _random_batch(rng, 50, max_seq_length, max_predictions, vocab_size)
+        input_ids, labels = batch[0], batch[4]
+        input_ids[0, 2] = 0  # id 0 ([PAD]) drawn as a random replacement, inside the row
+        input_ids[1, :] = 0
+        input_ids[2, :] = min(127, vocab_size - 1)  # one-byte varints up to the end
+        labels[3, 0] = 0
         encoder = pretraining_records.PretrainingRecordEncoder(max_seq_length, max_predictions,
                                                                vocab_size)
         records = encoder.encode(*batch)
