@@ -11,6 +11,7 @@ inputs, seed and flags, whatever `num_workers` is.
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import dataclasses
 import logging
 import multiprocessing
@@ -115,31 +116,55 @@ def _map_chunks(chunks: Iterator[pretraining_corpus.CorpusChunk],
 
 
 class _RoundRobinFiles:
-    """Deals records over atomic output files, the original writer's record i -> file i % n."""
+    """Deals records over atomic output files, the original writer's record i -> file i % n.
+
+    The writes run in a background thread (file writes release the GIL), so the main process
+    keeps feeding the workers while the kernel copies data; at most `_PENDING_WRITES` batches
+    wait, which bounds the memory they hold.
+    """
+
+    _PENDING_WRITES = 4
 
     def __init__(self, paths: Sequence[str]):
         self.files: list[tfrecord_io.AtomicRecordFile] = []
+        self.num_written = 0
+        self._writer = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+        self._pending: collections.deque = collections.deque()
         try:
             for path in paths:
                 self.files.append(tfrecord_io.AtomicRecordFile(path))
         except BaseException:
             self.abort()
             raise
-        self.num_written = 0
 
     def write(self, records: list[bytes]) -> None:
         count = len(self.files)
         for offset, output in enumerate(self.files):
-            output.write_framed(records[(offset - self.num_written) % count::count])
+            share = records[(offset - self.num_written) % count::count]
+            self._pending.append(self._writer.submit(output.write_framed, share))
         self.num_written += len(records)
+        while len(self._pending) > self._PENDING_WRITES * count:
+            self._pending.popleft().result()  # raises the write's error, if any
+
+    def _wait(self) -> None:
+        while self._pending:
+            self._pending.popleft().result()
 
     def commit(self) -> None:
+        self._wait()
+        self._writer.shutdown()
         for output in self.files:
             output.commit()
 
     def abort(self) -> None:
-        for output in self.files:
-            output.abort()
+        try:
+            self._wait()
+        except OSError:
+            pass  # the files are removed below anyway
+        finally:
+            self._writer.shutdown()
+            for output in self.files:
+                output.abort()
 
 
 def write_pretraining_records(input_files: Sequence[str], output_files: Sequence[str],
