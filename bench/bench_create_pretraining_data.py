@@ -127,13 +127,19 @@ def _child_reference() -> dict:
     start, cpu_start = time.perf_counter(), _cpu_seconds()
     tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, do_lower_case=True)
     documents = reference.read_documents([FLAGS.child_input], tokenizer)
+    read_cpu = _cpu_seconds()
     tokens = sum(len(sentence) for document in documents for sentence in document)
     instances = reference.create_training_instances(
         documents, list(tokenizer.vocab.keys()), 128, FLAGS.dupe_factor, 0.1, 0.15, 20, False,
         random.Random(12345))
+    create_cpu = _cpu_seconds()
     reference.write_instances(instances, tokenizer, 128, 20, [FLAGS.child_output])
-    return {"seconds": time.perf_counter() - start, "cpu_seconds": _cpu_seconds() - cpu_start,
-            "instances": len(instances), "tokens": tokens}
+    end_cpu = _cpu_seconds()
+    return {"seconds": time.perf_counter() - start, "cpu_seconds": end_cpu - cpu_start,
+            "instances": len(instances), "tokens": tokens,
+            "cpu_seconds_by_phase": {"read and tokenize": read_cpu - cpu_start,
+                                     "create instances": create_cpu - read_cpu,
+                                     "write records": end_cpu - create_cpu}}
 
 
 def _child_pipeline() -> dict:
@@ -234,6 +240,10 @@ def main(argv: list[str]) -> None:
               f"(main process {result['peak_rss_main_mb']:.1f} MB; first / second half of the "
               f"run {result['peak_rss_first_half_mb']:.0f} / "
               f"{result['peak_rss_second_half_mb']:.0f} MB)", flush=True)
+        if "cpu_seconds_by_phase" in result:
+            print("           CPU seconds by phase: " + ", ".join(
+                f"{phase} {seconds:.1f}" for phase, seconds in
+                result["cpu_seconds_by_phase"].items()), flush=True)
     reference = [r for r in results if r["side"] == "reference"]
     same_size = [r for r in results if r["side"] == "pipeline" and reference
                  and abs(r["corpus_mb"] - reference[0]["corpus_mb"]) < 1e-6]

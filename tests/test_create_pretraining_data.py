@@ -66,8 +66,9 @@ def test_script_writes_records_and_reports_what_it_skipped(tmp_path, fixtures_di
     result = _run_script(f"--input_file={tmp_path}/*.txt",
                          f"--output_file={out}/a.tfrecord,{out}/b.tfrecord",
                          f"--vocab_file={uncased_vocab}", "--dupe_factor=2",
-                         "--num_workers=2")
+                         "--num_workers=2", "--progress_interval=0")
     assert result.returncode == 0, result.stderr
+    assert "read 5 documents" in result.stderr and "processed 100.0%" in result.stderr
     assert "1 documents without any token, 2 lines without any token" in result.stderr
     assert "1 lines had invalid UTF-8" in result.stderr
     records = stats.read_records([out / "a.tfrecord", out / "b.tfrecord"], 128, 20)
