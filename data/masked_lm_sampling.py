@@ -79,11 +79,15 @@ def num_to_predict(lengths: np.ndarray, masked_lm_prob: float,
 
 
 def _word_index(tokens: np.ndarray, candidates: np.ndarray, vocab: MaskingVocab) -> np.ndarray:
-    """int64 [N, L]: index of the candidate word each position belongs to (-1 before any)."""
-    continuation = vocab.is_continuation[tokens] & candidates
-    after_a_candidate = (np.cumsum(candidates, axis=1) - candidates) > 0
-    starts = candidates & ~(continuation & after_a_candidate)
-    return np.cumsum(starts, axis=1) - 1
+    """int32 [N, L]: index of the candidate word each position belongs to (-1 before any).
+
+    Position 1 (the first token of A) is every row's first candidate, so a `##` piece there
+    starts a word and one anywhere after joins the previous candidate.
+    """
+    continuation = vocab.is_continuation[tokens]
+    continuation[:, :2] = False
+    starts = candidates & ~continuation
+    return np.cumsum(starts, axis=1, dtype=np.int32) - 1
 
 
 def _choose_words(word_sizes: np.ndarray, num_words: np.ndarray, targets: np.ndarray,
@@ -97,19 +101,21 @@ def _choose_words(word_sizes: np.ndarray, num_words: np.ndarray, targets: np.nda
       rng: NumPy generator.
     """
     num_rows, max_words = word_sizes.shape
-    keys = rng.random((num_rows, max_words))
+    keys = rng.random((num_rows, max_words), dtype=np.float32)
     keys[np.arange(max_words)[None, :] >= num_words[:, None]] = np.inf
     order = np.argsort(keys, axis=1)
     ordered_sizes = np.take_along_axis(word_sizes, order, axis=1)
     taken_in_order = np.zeros((num_rows, max_words), bool)
     filled = np.zeros(num_rows, np.int64)
+    active = np.arange(num_rows)  # rows with room left and words left to visit
     for rank in range(max_words):
-        sizes = ordered_sizes[:, rank]
-        take = (sizes > 0) & (filled + sizes <= targets)
-        taken_in_order[:, rank] = take
-        filled += np.where(take, sizes, 0)
-        if np.all((filled >= targets) | (rank + 1 >= num_words)):
+        active = active[(filled[active] < targets[active]) & (rank < num_words[active])]
+        if not len(active):
             break
+        sizes = ordered_sizes[active, rank]
+        take = filled[active] + sizes <= targets[active]
+        taken_in_order[active, rank] = take
+        filled[active] += np.where(take, sizes, 0)
     taken = np.zeros((num_rows, max_words), bool)
     np.put_along_axis(taken, order, taken_in_order, axis=1)
     return taken
