@@ -29,10 +29,10 @@ def case_summary(result: dict, peak: dict[str, float]) -> dict:
         summary["contenders"][key] = {
             "seq_per_s": case.batch_size / wall, "latency_ms": 1e3 * wall,
             "mfu": flops / wall / 1e9 / peak[case.dtype],
-            "cpus": statistics.median(c / w for c, w in zip(values["cpu_s"], values["wall_s"])),
+            "cpu_s": statistics.median(values["cpu_s"]),
             "input_batches_per_s": values.get("input_batches_per_s")}
-    ours = result["contenders"][keys[0]]["wall_s"]
     for key in keys[1:]:
+        ours = result["ours_paired"][key]
         paired = sorted(p / o for p, o in zip(result["contenders"][key]["wall_s"], ours))
         summary["ratios"][key] = (statistics.median(paired), paired[0], paired[-1])
     return summary
@@ -63,12 +63,14 @@ def markdown(results: dict) -> str:
                      f" | {row['gflops']:.0f} | {row['best_gflops']:.0f} |")
     names = " / ".join(_SHORT.get(k, k) for k in keys)
     lines += ["", "Throughput in sequences/s (median over the rounds), latency of one call, model-"
-              "FLOPs utilisation against the peak; ratio = peer's time / this project's time in "
-              "the same round (median, min-max over the rounds; above 1 means this project is "
-              "faster).", "",
+              "FLOPs utilisation against the peak, CPU seconds the process used per call (2 per "
+              "second of latency when it has both cores to itself); ratio = peer's time / this "
+              "project's time in the same round (median, min-max over the rounds; above 1 means "
+              "this project is faster).", "",
               f"| case | rounds | seq/s {names} | latency ms {names} | MFU % {names} | "
+              f"CPU s {names} | "
               + " | ".join(f"vs {CONTENDERS[k].name}" for k in keys[1:]) + " |",
-              "|---|---|---|---|---|" + "---|" * len(keys[1:])]
+              "|---|---|---|---|---|---|" + "---|" * len(keys[1:])]
     for s, result in zip(summaries, results["cases"]):
         c = s["contenders"]
         lines.append(
@@ -76,6 +78,7 @@ def markdown(results: dict) -> str:
             + " / ".join(f"{c[k]['seq_per_s']:.1f}" for k in keys) + " | "
             + " / ".join(f"{c[k]['latency_ms']:.0f}" for k in keys) + " | "
             + " / ".join(f"{100 * c[k]['mfu']:.0f}" for k in keys) + " | "
+            + " / ".join(f"{c[k]['cpu_s']:.2f}" for k in keys) + " | "
             + " | ".join(_ratio(s["ratios"][k]) for k in keys[1:]) + " |")
     lines += _input_pipeline_lines(summaries, keys[0] if keys else None)
     return "\n".join(lines) + "\n"

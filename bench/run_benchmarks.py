@@ -41,7 +41,7 @@ flags.DEFINE_list("contenders", list(CONTENDERS), f"Among {list(CONTENDERS)}; th
                   "the numerator of the ratios.")
 flags.DEFINE_integer("rounds", 5, "Timed calls per contender and case (--quick: 3).")
 flags.DEFINE_integer("min_rounds", 3, "Rounds kept even when a case exceeds --case_seconds.")
-flags.DEFINE_float("case_seconds", 150.0, "Time budget of the timed rounds of one case.")
+flags.DEFINE_float("case_seconds", 100.0, "Time budget of the timed rounds of one case.")
 flags.DEFINE_string("output_dir", None, "Where RESULTS.md, results.png and results.json go "
                     "(default: bench/, --quick: /tmp/bert_speed_quick).")
 
@@ -99,21 +99,33 @@ def measure_peak(workers: list[Worker], dtypes: list[str]) -> list[dict]:
 
 
 def measure_case(workers: list[Worker], case: Case) -> dict:
-    """Builds the case on every worker, runs the alternating rounds, frees the models."""
-    built = {}
-    for w in workers:
-        logging.info("%s: building %s", case.key, w.key)
-        built[w.key] = w.ask("build", case.to_dict())
-    per_round = sum(b["warmup_s"] for b in built.values())
-    rounds = max(FLAGS.min_rounds, min(FLAGS.rounds, int(FLAGS.case_seconds / per_round)))
-    samples = _alternate(workers, rounds, ("run",))
-    for w in workers:
-        w.ask("free")
-    result = {"case": case.to_dict(), "rounds": rounds, "contenders": {}}
-    for w in workers:
-        result["contenders"][w.key] = {**built[w.key],
-                                       "wall_s": [s["wall_s"] for s in samples[w.key]],
-                                       "cpu_s": [s["cpu_s"] for s in samples[w.key]]}
+    """Builds the case on the workers, runs the alternating rounds, frees the models.
+
+    A training step holds 7-10 GB per contender at BERT-Base size, more than three fit in 24 GiB,
+    so training cases alternate this project with one peer at a time (the ratios are paired within
+    each pair of workers); forward cases alternate all contenders together.
+    """
+    ours = workers[0]
+    groups = [workers] if case.mode == "forward" else [[ours, w] for w in workers[1:]]
+    result = {"case": case.to_dict(), "rounds": 0, "contenders": {}, "ours_paired": {}}
+    for group in groups:
+        for w in group:
+            if w.key not in result["contenders"]:
+                logging.info("%s: building %s", case.key, w.key)
+                result["contenders"][w.key] = {**w.ask("build", case.to_dict()),
+                                               "wall_s": [], "cpu_s": []}
+        per_round = sum(result["contenders"][w.key]["warmup_s"] for w in group)
+        rounds = max(FLAGS.min_rounds, min(FLAGS.rounds, int(FLAGS.case_seconds / per_round)))
+        samples = _alternate(group, rounds, ("run",))
+        for w in group:
+            values = result["contenders"][w.key]
+            values["wall_s"] += [s["wall_s"] for s in samples[w.key]]
+            values["cpu_s"] += [s["cpu_s"] for s in samples[w.key]]
+        for w in group[1:]:
+            result["ours_paired"][w.key] = [s["wall_s"] for s in samples[ours.key]]
+            w.ask("free")
+        result["rounds"] = max(result["rounds"], rounds)
+    ours.ask("free")
     logging.info("%s: %s", case.key, ", ".join(
         f"{k} {statistics.median(v['wall_s']):.3f}s" for k, v in result["contenders"].items()))
     return result

@@ -1,0 +1,68 @@
+"""The speed benchmark's arithmetic and report, on made-up timings (no model is built)."""
+import pytest
+
+from bench.cases import Case, ModelSize, benchmark_cases, case_flops, encoder_forward_flops
+from bench.report import case_summary, markdown, plot
+
+BASE = ModelSize("bert_base", 12, 768)
+
+
+def test_forward_flops_of_bert_base():
+    # 2 x 85M encoder matmul weights per token, plus scores and context, plus the pooler.
+    per_token = 12 * (8 * 768 ** 2 + 4 * 768 * 3072 + 4 * 128 * 768)
+    assert encoder_forward_flops(BASE, 1, 128) == 128 * per_token + 2 * 768 ** 2
+    assert 2 * 85e6 < per_token < 2 * 90e6
+
+
+def test_training_step_counts_three_passes_and_the_heads():
+    forward = case_flops(Case(BASE, "float32", "forward", 32, 128))
+    train = case_flops(Case(BASE, "float32", "train", 32, 128))
+    assert 3 * forward < train < 3.5 * forward
+
+
+def test_case_list():
+    cases = benchmark_cases(False, ["bert_base", "small_L4_H256"], ["float32", "bfloat16"])
+    assert len(cases) == 2 * 2 * 5
+    assert {(c.batch_size, c.seq_length) for c in cases if c.mode == "forward"} == {
+        (1, 128), (1, 384), (32, 128), (32, 384)}
+    assert all((c.batch_size, c.seq_length) == (32, 128) for c in cases if c.mode == "train")
+    quick = benchmark_cases(True, ["small_L4_H256"], ["float32"], shapes=["8x64"])
+    assert [(c.mode, c.batch_size, c.seq_length) for c in quick] == [
+        ("forward", 8, 64), ("train", 32, 128)]
+
+
+def _results():
+    case = Case(BASE, "float32", "forward", 32, 128)
+    timings = {"this_project": [1.0, 1.1, 0.9], "transformers": [2.0, 2.4, 1.8],
+               "keras_hub": [1.5, 1.1, 1.8]}
+    contenders = {k: {"first_s": 5.0, "warmup_s": v[0], "wall_s": v, "cpu_s": [2 * t for t in v]}
+                  for k, v in timings.items()}
+    return {
+        "command": "python -m bench.run_benchmarks", "total_seconds": 60.0,
+        "machine": {"cpu": "test CPU", "cores": 2, "memory_gib": 24, "isa": ["avx512f"],
+                    "versions": {"tensorflow": "x"}, "load_average_start": (1.0, 1.0, 1.0),
+                    "load_average_end": (1.0, 1.0, 1.0)},
+        "peak": [{"framework": "tensorflow", "dtype": "float32", "shape": [8, 8, 8],
+                  "gflops": 800.0, "best_gflops": 900.0}],
+        "cases": [{"case": case.to_dict(), "rounds": 3, "contenders": contenders,
+                   "ours_paired": {k: timings["this_project"] for k in timings}}],
+    }
+
+
+def test_ratios_are_paired_round_by_round():
+    summary = case_summary(_results()["cases"][0], {"float32": 800.0})
+    median, low, high = summary["ratios"]["transformers"]
+    assert (median, low, high) == pytest.approx((2.0, 2.0, 2.4 / 1.1))
+    assert summary["ratios"]["keras_hub"][1] == pytest.approx(1.0)
+    assert summary["contenders"]["this_project"]["seq_per_s"] == pytest.approx(32.0)
+    flops = case_flops(Case(BASE, "float32", "forward", 32, 128))
+    assert summary["contenders"]["this_project"]["mfu"] == pytest.approx(flops / 1e9 / 800.0)
+
+
+def test_report_writes_a_table_and_a_plot(tmp_path):
+    text = markdown(_results())
+    assert "| bert_base forward float32 B32 T128 | 3 | 32.0 / 16.0 / 21.3 |" in text
+    assert "**2.00x** (2.00-2.18)" in text
+    pytest.importorskip("matplotlib")  # bench/requirements.txt, not the project's own
+    plot(_results(), str(tmp_path / "results.png"))
+    assert (tmp_path / "results.png").stat().st_size > 1000
