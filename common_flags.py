@@ -2,8 +2,6 @@
 
 Script-layer code: the scripts and this module are the only readers of absl FLAGS.
 """
-import json
-
 from absl import flags, logging
 import keras
 import tensorflow as tf
@@ -67,19 +65,3 @@ def is_chief(strategy: tf.distribute.Strategy) -> bool:
     return resolver.task_type in ("chief", None) or (
         resolver.task_type == "worker" and resolver.task_id == 0
         and "chief" not in resolver.cluster_spec().as_dict())
-
-
-def checkpoint_step(path: str) -> int:
-    """The `global_step` (TF1) or optimizer iteration count (project) stored in a checkpoint."""
-    prefix = tf.train.latest_checkpoint(path) if tf.io.gfile.isdir(path) else path
-    reader = tf.train.load_checkpoint(prefix)
-    names = reader.get_variable_to_shape_map()
-    for name in names:
-        if name in ("global_step", "optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE"):
-            return int(reader.get_tensor(name))
-    return 0
-
-
-def log_flags():
-    values = {name: FLAGS[name].value for name in FLAGS if FLAGS[name].present}
-    logging.info("flags: %s", json.dumps(values, default=str, sort_keys=True))

@@ -31,12 +31,11 @@ from data.classifier_features import InputExample, convert_examples_to_features,
 from data.glue_submission import write_submission, write_test_results
 from data.output_files import write_eval_results
 from modeling import losses
-from modeling.checkpoints import load_checkpoint
 from modeling.config import BertConfig
 from modeling.task_models import BertClassifier
-from modeling.tf1_checkpoint import CheckpointMismatchError
 import common_flags
-from training.fine_tuning import (fit, initialise_encoder, predict, save_fine_tuned, train_steps,
+from training.fine_tuning import (fit, initialise_encoder, predict, restore_fine_tuned,
+                                  save_fine_tuned, train_steps,
                                   warmup_steps)
 
 FLAGS = flags.FLAGS
@@ -188,17 +187,12 @@ def _evaluate_epoch(model, task, split, examples, tokenizer, epoch: int, step: i
 
 def _restore(task: glue_tasks.GlueTask, config: BertConfig) -> tuple[BertClassifier, int]:
     """The fine-tuned classifier to evaluate without training: head included, strictly."""
-    path = FLAGS.init_checkpoint or FLAGS.output_dir
     model = BertClassifier(config, task.num_labels)
-    try:
-        found = load_checkpoint(model, path)
-    except CheckpointMismatchError as error:
-        raise CheckpointMismatchError(
-            f"{error}\nWithout --do_train, --init_checkpoint must be a classifier fine-tuned on "
-            f"a task with {task.num_labels} labels (output_weights [{task.num_labels}, "
-            f"{config.hidden_size}]), not a pretrained checkpoint") from None
-    logging.info("evaluating the fine-tuned %s %s", found, path)
-    return model, common_flags.checkpoint_step(path)
+    step = restore_fine_tuned(
+        model, FLAGS.init_checkpoint, FLAGS.output_dir,
+        f"a classifier of {task.num_labels} labels: output_weights [{task.num_labels}, "
+        f"{config.hidden_size}]")
+    return model, step
 
 
 def _model_outputs(model: BertClassifier, task: glue_tasks.GlueTask,

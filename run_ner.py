@@ -241,14 +241,13 @@ def _train_feature_based(strategy, config, path: str, features: ner_features.Ner
 def _restore(config: BertConfig, num_labels: int, layers: list[int]):
     """The trained tagger, when not training: strictly, head included."""
     if FLAGS.feature_based:
-        path = FLAGS.output_dir
         model = _tagger(len(layers) * config.hidden_size, num_labels)
-    else:
-        path = FLAGS.init_checkpoint or FLAGS.output_dir
-        model = BertTokenClassifier(config, num_labels)
-    found = load_checkpoint(model, path)
-    logging.info("tagging with the trained %s %s", found, path)
-    return model, common_flags.checkpoint_step(path)
+        return model, fine_tuning.restore_fine_tuned(model, None, FLAGS.output_dir,
+                                                     "the BiLSTM tagger trained there")
+    model = BertTokenClassifier(config, num_labels)
+    return model, fine_tuning.restore_fine_tuned(
+        model, FLAGS.init_checkpoint, FLAGS.output_dir,
+        f"a tagger of {num_labels} labels: cls/token_classifier/output_weights")
 
 
 def _tag_fine_tuned(model: BertTokenClassifier, features: ner_features.NerFeatures,

@@ -15,7 +15,7 @@ import tensorflow as tf
 from data.output_files import write_eval_results
 from data.pretraining_dataset import pretraining_dataset
 from modeling.checkpoint_names import tf1_name
-from modeling.checkpoints import load_checkpoint
+from modeling.checkpoints import checkpoint_step, load_checkpoint
 from modeling.config import BertConfig
 from modeling.pretrainer import BertPretrainer, pretraining_losses, pretraining_metric_sums
 from modeling.project_checkpoint import ProjectCheckpointMismatchError
@@ -155,7 +155,7 @@ def main(_):
         if model is None:
             model = BertPretrainer(config)
             _initialise(model, FLAGS.init_checkpoint or FLAGS.output_dir)
-        step = common_flags.checkpoint_step(FLAGS.init_checkpoint or FLAGS.output_dir) \
+        step = checkpoint_step(FLAGS.init_checkpoint or FLAGS.output_dir) \
             if not FLAGS.do_train else FLAGS.num_train_steps
         _evaluate(model, step)
 

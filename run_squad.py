@@ -31,11 +31,8 @@ from data.squad_predictions import RawResult, SquadPredictions, compute_predicti
     write_predictions
 from data.tokenization import FullTokenizer, validate_case_matches_checkpoint
 from modeling import losses
-from modeling.checkpoints import load_checkpoint
 from modeling.config import BertConfig
-from modeling.project_checkpoint import ProjectCheckpointMismatchError
 from modeling.task_models import BertSpanLabeler
-from modeling.tf1_checkpoint import CheckpointMismatchError
 from training import fine_tuning
 
 FLAGS = flags.FLAGS
@@ -161,31 +158,11 @@ def _train(strategy: tf.distribute.Strategy, model: BertSpanLabeler,
         fine_tuning.save_fine_tuned(model, FLAGS.output_dir, int(optimizer.iterations.numpy()))
 
 
-def _has_fine_tuned_model(folder: str) -> bool:
-    return bool(tf.train.latest_checkpoint(folder)) or tf.io.gfile.exists(
-        os.path.join(folder, "model.ckpt.index"))
-
-
 def _fine_tuned_model(config: BertConfig) -> BertSpanLabeler:
     """The model to predict with when not training, encoder and SQuAD head."""
     model = BertSpanLabeler(config)
-    if FLAGS.init_checkpoint:
-        try:
-            found = load_checkpoint(model, FLAGS.init_checkpoint)
-            logging.info("predicting with %s (%s)", FLAGS.init_checkpoint, found)
-            return model
-        except (CheckpointMismatchError, ProjectCheckpointMismatchError) as error:
-            if not _has_fine_tuned_model(FLAGS.output_dir):
-                raise type(error)(
-                    f"{error}\nWithout --do_train, --init_checkpoint must be a model fine-tuned "
-                    "on SQuAD (cls/squad/output_weights), or --output_dir must hold one"
-                ) from None
-    elif not _has_fine_tuned_model(FLAGS.output_dir):
-        raise ValueError(f"--do_predict without --do_train needs a fine-tuned model: "
-                         f"--init_checkpoint, or a --output_dir ({FLAGS.output_dir}) that "
-                         "holds one")
-    found = load_checkpoint(model, FLAGS.output_dir)
-    logging.info("predicting with the model fine-tuned in %s (%s)", FLAGS.output_dir, found)
+    fine_tuning.restore_fine_tuned(model, FLAGS.init_checkpoint, FLAGS.output_dir,
+                                   "SQuAD: cls/squad/output_weights")
     return model
 
 

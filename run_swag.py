@@ -28,10 +28,8 @@ from data import swag, tokenization
 from data.classification_metrics import loss_metrics
 from data.output_files import write_eval_results
 from modeling import losses
-from modeling.checkpoints import load_checkpoint
 from modeling.config import BertConfig
 from modeling.task_models import BertMultipleChoice
-from modeling.tf1_checkpoint import CheckpointMismatchError
 from training import fine_tuning
 
 FLAGS = flags.FLAGS
@@ -114,16 +112,10 @@ def _train(strategy, config: BertConfig, examples: list[swag.SwagExample],
 
 def _restore(config: BertConfig) -> tuple[BertMultipleChoice, int]:
     """The fine-tuned model to evaluate without training: scoring vector included, strictly."""
-    path = FLAGS.init_checkpoint or FLAGS.output_dir
     model = BertMultipleChoice(config)
-    try:
-        found = load_checkpoint(model, path)
-    except CheckpointMismatchError as error:
-        raise CheckpointMismatchError(
-            f"{error}\nWithout --do_train, --init_checkpoint must be a model fine-tuned on SWAG "
-            "(cls/multiple_choice/output_weights), not a pretrained checkpoint") from None
-    logging.info("evaluating the fine-tuned %s %s", found, path)
-    return model, common_flags.checkpoint_step(path)
+    step = fine_tuning.restore_fine_tuned(model, FLAGS.init_checkpoint, FLAGS.output_dir,
+                                          "SWAG: cls/multiple_choice/output_weights")
+    return model, step
 
 
 def _logits(model: BertMultipleChoice, examples: list[swag.SwagExample], tokenizer,

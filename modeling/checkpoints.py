@@ -2,10 +2,17 @@
 import logging
 
 import keras
+import tensorflow as tf
 
 from modeling.hf_checkpoint import is_hf_folder, load_hf_checkpoint
-from modeling.project_checkpoint import is_project_checkpoint, load_project_checkpoint
-from modeling.tf1_checkpoint import load_tf1_checkpoint, resolve_checkpoint_prefix
+from modeling.project_checkpoint import (ProjectCheckpointMismatchError, is_project_checkpoint,
+                                         load_project_checkpoint)
+from modeling.tf1_checkpoint import (CheckpointMismatchError, load_tf1_checkpoint,
+                                     resolve_checkpoint_prefix)
+
+# What a strict load raises when a checkpoint does not fit the model, whatever its format.
+MISMATCH_ERRORS = (CheckpointMismatchError, ProjectCheckpointMismatchError)
+_STEP_NAMES = ("global_step", "optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE")
 
 TF1 = "original TF1 (name-based) checkpoint"
 PROJECT = "project (TF2 object-based) checkpoint"
@@ -37,3 +44,15 @@ def load_checkpoint(model: keras.Model, path: str) -> str:
             found = TF1
     logging.info("loaded %s %s into %s", found, source, model.name)
     return found
+
+
+def checkpoint_step(path: str) -> int:
+    """The training step a checkpoint was written at: `global_step` (TF1) or the optimizer's
+    iteration count (project); 0 when it records none (a Hugging Face folder, say)."""
+    if is_hf_folder(path):
+        return 0
+    reader = tf.train.load_checkpoint(resolve_checkpoint_prefix(path))
+    for name in _STEP_NAMES:
+        if reader.has_tensor(name):
+            return int(reader.get_tensor(name))
+    return 0

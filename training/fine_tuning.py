@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from data.output_files import write_text_atomically
 from modeling.checkpoint_formats import SPEC_FILE
-from modeling.checkpoints import load_checkpoint
+from modeling.checkpoints import MISMATCH_ERRORS, checkpoint_step, load_checkpoint
 from modeling.heads_detection import model_spec
 from modeling.tf1_checkpoint import save_tf1_checkpoint
 from training.trainer import LossFn, Trainer, TrainingConfig
@@ -39,6 +39,35 @@ def initialise_encoder(model: keras.Model, init_checkpoint: str | None) -> None:
         logging.info("encoder initialised from %s (%s)", init_checkpoint, found)
     else:
         logging.warning("no --init_checkpoint: the encoder starts from random values")
+
+
+def restore_fine_tuned(model: keras.Model, init_checkpoint: str | None, output_dir: str,
+                       needs: str) -> int:
+    """Loads a fine-tuned model, head included, strictly, to evaluate or predict without training.
+
+    `init_checkpoint` is used when it holds such a model; otherwise (not given, or a pretrained
+    checkpoint without the head, as in the original's reruns) the model fine-tuned in `output_dir`.
+
+    Args:
+        model: the task model.
+        init_checkpoint: `--init_checkpoint`, or None.
+        output_dir: the run's output folder.
+        needs: what the head must be, for the error message (e.g. "cls/squad/output_weights").
+
+    Returns:
+        The training step of the checkpoint loaded.
+    """
+    error = None
+    for path in filter(None, (init_checkpoint, output_dir)):
+        try:
+            found = load_checkpoint(model, path)
+        except (*MISMATCH_ERRORS, FileNotFoundError, ValueError) as failure:
+            error = error or failure
+            continue
+        logging.info("using the fine-tuned model of %s (%s)", path, found)
+        return checkpoint_step(path)
+    raise type(error)(f"{error}\nWithout --do_train, --init_checkpoint or --output_dir must hold "
+                      f"a fine-tuned model ({needs}), not a pretrained checkpoint") from None
 
 
 def fit(strategy: tf.distribute.Strategy, model: keras.Model,
