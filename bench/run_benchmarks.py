@@ -41,7 +41,7 @@ flags.DEFINE_list("contenders", list(CONTENDERS), f"Among {list(CONTENDERS)}; th
                   "the numerator of the ratios.")
 flags.DEFINE_integer("rounds", 5, "Timed calls per contender and case (--quick: 3).")
 flags.DEFINE_integer("min_rounds", 3, "Rounds kept even when a case exceeds --case_seconds.")
-flags.DEFINE_float("case_seconds", 100.0, "Time budget of the timed rounds of one case.")
+flags.DEFINE_float("case_seconds", 60.0, "Time budget of the timed rounds of one case.")
 flags.DEFINE_string("output_dir", None, "Where RESULTS.md, results.png and results.json go "
                     "(default: bench/, --quick: /tmp/bert_speed_quick).")
 
@@ -56,9 +56,21 @@ class Worker:
 
     def __init__(self, key: str, context):
         self.key = key
-        self.connection, child = context.Pipe()
-        self.process = context.Process(target=worker_main, args=(child, key), daemon=True)
+        self.context = context
+        self.start()
+
+    def start(self) -> None:
+        self.connection, child = self.context.Pipe()
+        self.process = self.context.Process(target=worker_main, args=(child, self.key),
+                                            daemon=True)
         self.process.start()
+
+    def restart(self) -> None:
+        """A fresh process: the only sure way to hand a large model's memory back to the OS."""
+        if self.process.is_alive():
+            self.process.terminate()
+        self.process.join(timeout=60)
+        self.start()
 
     def ask(self, *message) -> dict:
         self.connection.send(message)
@@ -68,7 +80,8 @@ class Worker:
         return reply
 
     def stop(self) -> None:
-        self.connection.send(("stop",))
+        if self.process.is_alive():
+            self.connection.send(("stop",))
         self.process.join(timeout=60)
 
 
@@ -103,7 +116,8 @@ def measure_case(workers: list[Worker], case: Case) -> dict:
 
     A training step holds 7-10 GB per contender at BERT-Base size, more than three fit in 24 GiB,
     so training cases alternate this project with one peer at a time (the ratios are paired within
-    each pair of workers); forward cases alternate all contenders together.
+    each pair of workers) and restart each worker once its model is done with; forward cases
+    alternate all contenders together.
     """
     ours = workers[0]
     groups = [workers] if case.mode == "forward" else [[ours, w] for w in workers[1:]]
@@ -123,12 +137,19 @@ def measure_case(workers: list[Worker], case: Case) -> dict:
             values["cpu_s"] += [s["cpu_s"] for s in samples[w.key]]
         for w in group[1:]:
             result["ours_paired"][w.key] = [s["wall_s"] for s in samples[ours.key]]
-            w.ask("free")
+            _release(w, case)
         result["rounds"] = max(result["rounds"], rounds)
-    ours.ask("free")
+    _release(ours, case)
     logging.info("%s: %s", case.key, ", ".join(
         f"{k} {statistics.median(v['wall_s']):.3f}s" for k, v in result["contenders"].items()))
     return result
+
+
+def _release(worker: Worker, case: Case) -> None:
+    if case.mode == "forward":
+        worker.ask("free")
+    else:
+        worker.restart()
 
 
 def machine_description() -> dict:
@@ -174,7 +195,13 @@ def main(argv):
     try:
         results["peak"] = measure_peak(workers, FLAGS.dtypes)
         for case in cases:
-            results["cases"].append(measure_case(workers, case))
+            try:
+                results["cases"].append(measure_case(workers, case))
+            except (RuntimeError, OSError, EOFError) as error:
+                logging.error("%s failed: %s", case.key, error)
+                results.setdefault("failed", []).append({"case": case.key, "error": str(error)})
+                for w in workers:
+                    w.restart()
     finally:
         for w in workers:
             w.stop()
