@@ -15,6 +15,7 @@ both; the pool start-up is counted against this pipeline.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import pathlib
 import re
@@ -110,6 +111,25 @@ def build_corpus(data_dir: pathlib.Path, path: pathlib.Path, target_bytes: int) 
                     written += len(block.encode("utf-8"))
                     if written >= target_bytes:
                         return
+
+
+def _spin(seconds: float) -> int:
+    start, count = time.perf_counter(), 0
+    while time.perf_counter() - start < seconds:
+        count += 1
+    return count
+
+
+def available_cores(processes: int, seconds: float = 1.0) -> float:
+    """CPU cores this session actually gets: `processes` busy loops' CPU time over wall time
+    (on a shared machine other sessions' load can leave less than the core count)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    with multiprocessing.get_context("fork").Pool(processes) as pool:
+        pool.map(_spin, [seconds] * processes)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return cpu / (time.perf_counter() - start)
 
 
 def _cpu_seconds() -> float:
@@ -220,6 +240,9 @@ def main(argv: list[str]) -> None:
         result = _child_reference() if FLAGS.child == "reference" else _child_pipeline()
         print(json.dumps(result))
         return
+    cores = len(os.sched_getaffinity(0))
+    print(f"{cores} cores; this session gets {available_cores(cores):.2f} of them now "
+          "(busy loops in as many processes)", flush=True)
     work_dir = pathlib.Path(FLAGS.work_dir or tempfile.mkdtemp(prefix="bench_cpd_"))
     work_dir.mkdir(parents=True, exist_ok=True)
     results = []

@@ -23,17 +23,40 @@ JOINING_CONTROL_CHARS = "".join(
 _JOINING_CONTROL_RE = re.compile(f"[{re.escape(JOINING_CONTROL_CHARS)}]")
 
 
-class _WordIds(dict):
-    """word -> its token ids as the bytes of an int32 array, filled on first use."""
+class _PieceIds(dict):
+    """`BasicTokenizer` token -> the ids of its WordPiece pieces (int32 bytes), on first use."""
 
     def __init__(self, tokenizer: tokenization.FullTokenizer):
         super().__init__()
         self._tokenizer = tokenizer
 
-    def __missing__(self, word: str) -> bytes:
-        ids = self._tokenizer.convert_tokens_to_ids(self._tokenizer.tokenize(word))
-        self[word] = packed = array.array("i", ids).tobytes()
+    def __missing__(self, token: str) -> bytes:
+        pieces = self._tokenizer.wordpiece_tokenizer.tokenize(token)
+        self[token] = packed = array.array(
+            "i", self._tokenizer.convert_tokens_to_ids(pieces)).tobytes()
         return packed
+
+
+class _WordIds(dict):
+    """word -> its token ids as the bytes of an int32 array, filled on first use.
+
+    `FullTokenizer.tokenize` is `WordpieceTokenizer` applied to each `BasicTokenizer` token, so
+    a new word costs a basic tokenization and lookups of its tokens' pieces.
+    """
+
+    def __init__(self, tokenizer: tokenization.FullTokenizer):
+        super().__init__()
+        self._basic_tokenize = tokenizer.basic_tokenizer.tokenize
+        self._piece_ids = _PieceIds(tokenizer)
+
+    def __missing__(self, word: str) -> bytes:
+        self[word] = packed = b"".join(map(self._piece_ids.__getitem__,
+                                           self._basic_tokenize(word)))
+        return packed
+
+    def clear(self) -> None:
+        super().clear()
+        self._piece_ids.clear()
 
 
 class WordCachedTokenizer:
