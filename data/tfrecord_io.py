@@ -5,7 +5,8 @@ A TFRecord file is a sequence of
 endian, where the mask is `((crc >> 15) | (crc << 17)) + 0xa282ead8`. CRC32C (Castagnoli) is
 computed for a whole batch of records at once: the records are right-aligned in a zero-padded
 byte matrix (leading zero bytes leave a zero CRC register unchanged) and read four bytes a step
-with two 16-bit lookup tables, one NumPy operation per step for every record of the batch.
+with two 16-bit lookup tables, one NumPy operation per step for every record of the batch; the
+initial register's effect, which only depends on the length, is added at the end.
 """
 from __future__ import annotations
 
@@ -54,22 +55,39 @@ def crc32c(data: bytes) -> int:
     return crc ^ 0xFFFFFFFF
 
 
+_init_states = np.array([0xFFFFFFFF], np.uint32)
+
+
+def _init_contribution(lengths: np.ndarray) -> np.ndarray:
+    """uint32 [N]: the register after `lengths` zero bytes from the initial 0xFFFFFFFF.
+
+    CRC updates are linear, so the register after some data from 0xFFFFFFFF is this XOR the
+    register after the same data from 0.
+    """
+    global _init_states
+    needed = int(lengths.max(initial=0)) + 1
+    if len(_init_states) < needed:
+        states = _init_states.tolist()
+        table = _BYTE_TABLES[0]
+        while len(states) < 2 * needed:
+            state = states[-1]
+            states.append((state >> 8) ^ int(table[state & 0xFF]))
+        _init_states = np.array(states, np.uint32)
+    return _init_states[lengths]
+
+
 def _crc32c_right_aligned(matrix: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """CRC32C of each row's last `lengths[row]` (>= 4) bytes, after zero padding.
+    """CRC32C of each row's last `lengths[row]` bytes, after zero padding.
 
     Args:
       matrix: uint8 [N, W], W a multiple of 4; row i holds its record in its last lengths[i]
-        bytes and zeros before them. Modified in place.
+        bytes and zeros before them (leading zeros leave a zero register unchanged).
       lengths: int64 [N].
 
     Returns:
       uint32 [N].
     """
-    num_rows, width = matrix.shape
-    # Starting the register at 0xFFFFFFFF equals XOR-ing it into the first four data bytes.
-    rows = np.repeat(np.arange(num_rows), 4)
-    columns = np.repeat(width - lengths, 4) + np.tile(np.arange(4), num_rows)
-    matrix[rows, columns] ^= 0xFF
+    num_rows = matrix.shape[0]
     words = np.ascontiguousarray(matrix.view("<u4").T)  # [W / 4, N]
     crc = np.zeros(num_rows, np.uint32)
     low = np.empty(num_rows, np.uint32)
@@ -79,30 +97,21 @@ def _crc32c_right_aligned(matrix: np.ndarray, lengths: np.ndarray) -> np.ndarray
         np.bitwise_and(crc, 0xFFFF, out=low)
         np.right_shift(crc, 16, out=high)
         crc = np.take(_LOW_TABLE, low) ^ np.take(_HIGH_TABLE, high)
-    return crc ^ np.uint32(0xFFFFFFFF)
-
-
-def _crc32c_long(records: Sequence[bytes]) -> np.ndarray:
-    """[N] uint32 CRC32C of records that are all at least 4 bytes long."""
-    lengths = np.fromiter((len(record) for record in records), np.int64, len(records))
-    width = -(-int(lengths.max()) // 4) * 4
-    padding = [bytes(n) for n in range(width + 1)]
-    aligned = b"".join(itertools.chain.from_iterable(
-        (padding[width - len(record)], record) for record in records))
-    matrix = np.frombuffer(aligned, np.uint8).reshape(len(records), width).copy()
-    return _crc32c_right_aligned(matrix, lengths)
+    return crc ^ _init_contribution(lengths) ^ np.uint32(0xFFFFFFFF)
 
 
 def crc32c_batch(records: Sequence[bytes]) -> np.ndarray:
     """[N] uint32 CRC32C of each record."""
     result = np.empty(len(records), np.uint32)
-    long_rows = [row for row, record in enumerate(records) if len(record) >= 4]
-    for row, record in enumerate(records):
-        if len(record) < 4:
-            result[row] = crc32c(record)
-    for start in range(0, len(long_rows), _BATCH_RECORDS):
-        rows = long_rows[start:start + _BATCH_RECORDS]
-        result[rows] = _crc32c_long([records[row] for row in rows])
+    for start in range(0, len(records), _BATCH_RECORDS):
+        batch = records[start:start + _BATCH_RECORDS]
+        lengths = np.fromiter(map(len, batch), np.int64, len(batch))
+        width = max(-(-int(lengths.max()) // 4) * 4, 4)
+        padding = [bytes(n) for n in range(width + 1)]
+        aligned = b"".join(itertools.chain.from_iterable(
+            (padding[width - len(record)], record) for record in batch))
+        matrix = np.frombuffer(aligned, np.uint8).reshape(len(batch), width)
+        result[start:start + len(batch)] = _crc32c_right_aligned(matrix, lengths)
     return result
 
 
@@ -129,7 +138,7 @@ def frame_records(records: Sequence[bytes]) -> tuple[bytes, list[int]]:
         return b"", [0]
     lengths = np.fromiter((len(record) for record in records), "<u8", len(records))
     headers = lengths.view(np.uint8).reshape(-1, 8)
-    header_crcs = mask_crc(_crc32c_right_aligned(headers.copy(), np.full(len(records), 8)))
+    header_crcs = mask_crc(_crc32c_right_aligned(headers, np.full(len(records), 8)))
     heads = _rows_as_bytes(np.concatenate(
         [headers, header_crcs.astype("<u4").view(np.uint8).reshape(-1, 4)], axis=1))
     tails = _rows_as_bytes(mask_crc(crc32c_batch(records)).astype("<u4").view(
