@@ -41,7 +41,7 @@ def synthetic_batch(case: Case, seed: int = 0) -> dict[str, np.ndarray]:
 
 class ThisProject:
     """This repository's `BertEncoder` / `BertPretrainer`, the training step of its `Trainer`
-    fed by its TFRecord input pipeline."""
+    fed by its TFRecord input pipeline, XLA on or off as `modeling.xla_choice` picks."""
 
     name = "this project"
     framework = "tensorflow"
@@ -52,6 +52,7 @@ class ThisProject:
         import tensorflow as tf
         from modeling.config import BertConfig
         from modeling.encoder import BertEncoder
+        from modeling.xla_choice import prefers_xla
         keras.mixed_precision.set_dtype_policy(
             "mixed_bfloat16" if case.dtype == "bfloat16" else "float32")
         config = BertConfig(
@@ -63,7 +64,8 @@ class ThisProject:
         encoder = BertEncoder(config)
         inputs = {k: tf.constant(v) for k, v in synthetic_batch(case).items()
                   if k in ("input_ids", "input_mask", "segment_ids")}
-        forward = tf.function(lambda x: encoder(x, training=False)["sequence_output"])
+        forward = tf.function(lambda x: encoder(x, training=False)["sequence_output"],
+                              jit_compile=prefers_xla(encoder.compute_dtype))
         return lambda: forward(inputs)
 
     def _train_step(self, case: Case, config, workdir: str) -> Callable[[], object]:
@@ -81,7 +83,8 @@ class ThisProject:
         model = BertPretrainer(config)
         optimizer = create_optimizer(1e-4, 100000, 1000)
         trainer = Trainer(tf.distribute.get_strategy(), model, optimizer, loss_fn,
-                          TrainingConfig(num_train_steps=100000, output_dir=workdir))
+                          TrainingConfig(num_train_steps=100000, output_dir=workdir,
+                                         jit_compile=None))
         self.input_files = write_pretraining_records(case, workdir)
         self.dataset_fn = lambda: pretraining_dataset(
             self.input_files, case.batch_size, case.seq_length, MAX_PREDICTIONS_PER_SEQ,

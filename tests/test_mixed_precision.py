@@ -40,10 +40,11 @@ def _assert_within(actual, expected, stage: int):
 
 
 @pytest.mark.parametrize("length", [16, 64])
+@pytest.mark.parametrize("jit_compile", [False, True])
 def test_mixed_bfloat16_outputs_within_the_bfloat16_bound(mixed_pretrainer, fixtures_dir,
-                                                          length):
+                                                          length, jit_compile):
     values = golden(fixtures_dir, length)
-    run = tf.function(lambda x: mixed_pretrainer(x, training=False))
+    run = tf.function(lambda x: mixed_pretrainer(x, training=False), jit_compile=jit_compile)
     outputs = run(golden_inputs(values))
     assert outputs["sequence_output"].dtype == tf.bfloat16
     assert mixed_pretrainer.encoder.word_embeddings.dtype == "float32"

@@ -15,6 +15,7 @@ from absl import logging
 import keras
 import tensorflow as tf
 
+from modeling.xla_choice import prefers_xla
 from training.checkpointing import TrainingCheckpoints
 
 # loss_fn(model_outputs, batch, normaliser) -> dict of float32 scalars with a "loss" key.
@@ -51,8 +52,9 @@ class TrainingConfig:
     log_steps: int = 100
     gradient_accumulation_steps: int = 1
     keep_checkpoints: int = 3
-    # Compile the forward and backward pass with XLA (the optimizer update stays outside).
-    jit_compile: bool = False
+    # Compile the forward and backward pass with XLA (the optimizer update stays outside); None
+    # chooses by compute dtype and device (`modeling.xla_choice.prefers_xla`).
+    jit_compile: bool | None = False
 
 
 class Trainer:
@@ -82,8 +84,11 @@ class Trainer:
 
     def _replica_step(self, micro_batches):
         normaliser = Normaliser(len(micro_batches))
+        jit_compile = self.config.jit_compile
+        if jit_compile is None:
+            jit_compile = prefers_xla(keras.config.dtype_policy().compute_dtype)
         gradients_fn = tf.function(self._gradients, jit_compile=True) \
-            if self.config.jit_compile else self._gradients
+            if jit_compile else self._gradients
         gradients, logs = None, {}
         for batch in micro_batches:
             grads, batch_logs = gradients_fn(batch, normaliser)
