@@ -81,6 +81,9 @@ def markdown(results: dict) -> str:
             + " / ".join(f"{c[k]['cpu_s']:.2f}" for k in keys) + " | "
             + " | ".join(_ratio(s["ratios"][k]) for k in keys[1:]) + " |")
     lines += _input_pipeline_lines(summaries, keys[0] if keys else None)
+    for update in results.get("updated", []):
+        lines += ["", f"Measured again with `--update` (load average "
+                  f"{update['load_average'][0]:.1f}): {', '.join(update['cases'])}."]
     for failure in results.get("failed", []):
         lines += ["", f"Failed: {failure['case']}: `{failure['error'].strip().splitlines()[-1]}`"]
     return "\n".join(lines) + "\n"

@@ -42,6 +42,8 @@ flags.DEFINE_list("contenders", list(CONTENDERS), f"Among {list(CONTENDERS)}; th
 flags.DEFINE_integer("rounds", 5, "Timed calls per contender and case (--quick: 3).")
 flags.DEFINE_integer("min_rounds", 3, "Rounds kept even when a case exceeds --case_seconds.")
 flags.DEFINE_float("case_seconds", 60.0, "Time budget of the timed rounds of one case.")
+flags.DEFINE_bool("update", False, "Measure only the selected cases and put them in place of the "
+                  "same cases in the output folder's results.json, keeping the others.")
 flags.DEFINE_string("output_dir", None, "Where RESULTS.md, results.png and results.json go "
                     "(default: bench/, --quick: /tmp/bert_speed_quick).")
 
@@ -168,6 +170,20 @@ def machine_description() -> dict:
             "load_average_start": os.getloadavg()}
 
 
+def _merged(path: str, update: dict) -> dict:
+    """The results in `path` with the cases of `update` in place of the same cases."""
+    with open(path, encoding="utf-8") as f:
+        results = json.load(f)
+    new = {Case.from_dict(r["case"]).key: r for r in update["cases"]}
+    old_keys = {Case.from_dict(r["case"]).key for r in results["cases"]}
+    results["cases"] = [new.get(Case.from_dict(r["case"]).key, r) for r in results["cases"]]
+    results["cases"] += [r for key, r in new.items() if key not in old_keys]
+    results["updated"] = results.get("updated", []) + [
+        {"cases": list(new), "load_average": update["machine"]["load_average_start"],
+         "seconds": update["total_seconds"]}]
+    return results
+
+
 def _versions() -> dict:
     from importlib import metadata
     versions = {}
@@ -208,6 +224,8 @@ def main(argv):
     results["machine"]["load_average_end"] = os.getloadavg()
     results["total_seconds"] = time.monotonic() - start
     results["command"] = "python -m bench.run_benchmarks" + (" --quick" if FLAGS.quick else "")
+    if FLAGS.update:
+        results = _merged(os.path.join(output_dir, "results.json"), results)
     with open(os.path.join(output_dir, "results.json"), "w", encoding="utf-8") as f:
         json.dump(results, f, indent=1)
     report.write(results, output_dir)
