@@ -63,7 +63,9 @@ def markdown(results: dict) -> str:
                      f" | {row['gflops']:.0f} | {row['best_gflops']:.0f} |")
     names = " / ".join(_SHORT.get(k, k) for k in keys)
     lines += ["", "Throughput in sequences/s (median over the rounds), latency of one call, model-"
-              "FLOPs utilisation against the peak, CPU seconds the process used per call (2 per "
+              "FLOPs utilisation against the peak of the case's dtype (a bfloat16 case above 100% "
+              "ran its products faster than the bfloat16 matmul peak: XLA on a CPU without AMX "
+              "computes them in float32), CPU seconds the process used per call (2 per "
               "second of latency when it has both cores to itself); ratio = peer's time / this "
               "project's time in the same round (median, min-max over the rounds; above 1 means "
               "this project is faster).", "",
