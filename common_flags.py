@@ -43,6 +43,14 @@ def setup_from_flags() -> tf.distribute.Strategy:
     return strategy
 
 
+def check_max_seq_length(config) -> None:
+    """--max_seq_length must fit [CLS] and [SEP] and the model's position embeddings."""
+    if not 3 <= FLAGS.max_seq_length <= config.max_position_embeddings:
+        raise ValueError(f"--max_seq_length={FLAGS.max_seq_length} must be between 3 and the "
+                         f"model's max_position_embeddings={config.max_position_embeddings} "
+                         f"({FLAGS.bert_config_file})")
+
+
 def check_batch_size(name: str, batch_size: int, strategy: tf.distribute.Strategy):
     """The global batch must split evenly over replicas and accumulated micro-batches."""
     parts = strategy.num_replicas_in_sync * FLAGS.gradient_accumulation_steps

@@ -11,6 +11,7 @@ import tempfile
 from absl import app, flags, logging
 import tensorflow as tf
 
+import common_flags
 from data import tokenization
 from data.feature_extraction import (convert_example, features_to_arrays, format_output_line,
                                      parse_layer_indexes, read_examples)
@@ -41,9 +42,7 @@ def _batches(iterable, size):
 
 def main(_):
     config = BertConfig.from_json_file(FLAGS.bert_config_file)
-    if FLAGS.max_seq_length > config.max_position_embeddings:
-        raise ValueError(f"--max_seq_length={FLAGS.max_seq_length} exceeds the model's "
-                         f"max_position_embeddings={config.max_position_embeddings}")
+    common_flags.check_max_seq_length(config)
     layer_indexes = parse_layer_indexes(FLAGS.layers, config.num_hidden_layers)
     tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
     encoder = BertEncoder(config)

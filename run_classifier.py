@@ -77,9 +77,7 @@ _BEST_DIR = "best"
 def _check_flags(task: glue_tasks.GlueTask, config: BertConfig) -> None:
     if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
         raise ValueError("At least one of --do_train, --do_eval or --do_predict must be set")
-    if not 3 <= FLAGS.max_seq_length <= config.max_position_embeddings:
-        raise ValueError(f"--max_seq_length={FLAGS.max_seq_length} must be between 3 and the "
-                         f"model's max_position_embeddings={config.max_position_embeddings}")
+    common_flags.check_max_seq_length(config)
     for flag, role in (("do_train", "train"), ("do_eval", "eval"), ("do_predict", "predict")):
         if FLAGS[flag].value and not task.splits_for(role):
             raise ValueError(f"--{flag}: task {task.name!r} has no {role} split (its splits: "

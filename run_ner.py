@@ -86,9 +86,7 @@ def _check_flags(config: BertConfig) -> list[int]:
     """Checks the flags; returns the feature layers (for --feature_based)."""
     if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
         raise ValueError("At least one of --do_train, --do_eval or --do_predict must be set")
-    if not 3 <= FLAGS.max_seq_length <= config.max_position_embeddings:
-        raise ValueError(f"--max_seq_length={FLAGS.max_seq_length} must be between 3 and the "
-                         f"model's max_position_embeddings={config.max_position_embeddings}")
+    common_flags.check_max_seq_length(config)
     for name in ("train_batch_size", "eval_batch_size", "predict_batch_size", "lstm_units"):
         if FLAGS[name].value < 1:
             raise ValueError(f"--{name}={FLAGS[name].value} must be positive")

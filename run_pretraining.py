@@ -50,9 +50,7 @@ flags.mark_flags_as_required(["input_file", "output_dir", "bert_config_file"])
 def _check_flags(config: BertConfig):
     if not FLAGS.do_train and not FLAGS.do_eval:
         raise ValueError("at least one of --do_train or --do_eval must be set")
-    if FLAGS.max_seq_length > config.max_position_embeddings:
-        raise ValueError(f"--max_seq_length={FLAGS.max_seq_length} exceeds the model's "
-                         f"max_position_embeddings={config.max_position_embeddings}")
+    common_flags.check_max_seq_length(config)
 
 
 def _initialise(model: BertPretrainer, path: str):

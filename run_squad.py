@@ -78,10 +78,7 @@ def _check_flags(config: BertConfig) -> None:
         raise ValueError("--do_train needs --train_file")
     if FLAGS.do_predict and not FLAGS.predict_file:
         raise ValueError("--do_predict needs --predict_file")
-    if FLAGS.max_seq_length > config.max_position_embeddings:
-        raise ValueError(f"--max_seq_length={FLAGS.max_seq_length} exceeds the model's "
-                         f"max_position_embeddings={config.max_position_embeddings} "
-                         f"({FLAGS.bert_config_file})")
+    common_flags.check_max_seq_length(config)
     if FLAGS.max_seq_length <= FLAGS.max_query_length + 3:
         raise ValueError(f"--max_seq_length={FLAGS.max_seq_length} leaves no room for the "
                          f"context: it must exceed --max_query_length={FLAGS.max_query_length}"
