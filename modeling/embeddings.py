@@ -3,6 +3,7 @@ import keras
 import tensorflow as tf
 
 from modeling.initializers import weight_initializer
+from modeling.layer_norm import LayerNorm
 
 
 class BertEmbeddings(keras.layers.Layer):
@@ -23,8 +24,7 @@ class BertEmbeddings(keras.layers.Layer):
         self.max_position_embeddings = max_position_embeddings
         self.dropout_rate = dropout_rate
         self.initializer_range = initializer_range
-        self.layer_norm = keras.layers.LayerNormalization(epsilon=1e-12, name="layer_norm",
-                                                          dtype=self.dtype_policy)
+        self.layer_norm = LayerNorm(epsilon=1e-12, name="layer_norm", dtype=self.dtype_policy)
         self.dropout = keras.layers.Dropout(dropout_rate, name="dropout")
 
     def build(self, input_shape):

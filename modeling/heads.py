@@ -4,6 +4,7 @@ import tensorflow as tf
 
 from modeling.activations import get_activation
 from modeling.initializers import weight_initializer
+from modeling.layer_norm import LayerNorm
 
 
 class OutputProjection(keras.layers.Layer):
@@ -60,8 +61,7 @@ class MaskedLMHead(keras.layers.Layer):
         self.transform = keras.layers.Dense(
             hidden_size, activation=get_activation(hidden_act), name="transform",
             kernel_initializer=weight_initializer(initializer_range), dtype=self.dtype_policy)
-        self.layer_norm = keras.layers.LayerNormalization(epsilon=1e-12, name="layer_norm",
-                                                          dtype=self.dtype_policy)
+        self.layer_norm = LayerNorm(epsilon=1e-12, name="layer_norm", dtype=self.dtype_policy)
 
     def build(self, input_shape):
         self.transform.build((None, self.hidden_size))

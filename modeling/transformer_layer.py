@@ -5,6 +5,7 @@ import tensorflow as tf
 from modeling.activations import get_activation
 from modeling.attention import SelfAttention
 from modeling.initializers import weight_initializer
+from modeling.layer_norm import LayerNorm
 
 
 class TransformerLayer(keras.layers.Layer):
@@ -33,13 +34,12 @@ class TransformerLayer(keras.layers.Layer):
                                        attention_probs_dropout_prob, initializer_range,
                                        name="attention", dtype=policy)
         self.attention_output = keras.layers.Dense(hidden_size, name="attention_output", **dense)
-        self.attention_layer_norm = keras.layers.LayerNormalization(
-            epsilon=1e-12, name="attention_layer_norm", dtype=policy)
+        self.attention_layer_norm = LayerNorm(epsilon=1e-12, name="attention_layer_norm",
+                                              dtype=policy)
         self.intermediate = keras.layers.Dense(
             intermediate_size, activation=get_activation(hidden_act), name="intermediate", **dense)
         self.output_dense = keras.layers.Dense(hidden_size, name="output", **dense)
-        self.output_layer_norm = keras.layers.LayerNormalization(
-            epsilon=1e-12, name="output_layer_norm", dtype=policy)
+        self.output_layer_norm = LayerNorm(epsilon=1e-12, name="output_layer_norm", dtype=policy)
         self.dropout = keras.layers.Dropout(hidden_dropout_prob, name="dropout")
 
     def build(self, input_shape):
