@@ -41,7 +41,8 @@ def synthetic_batch(case: Case, seed: int = 0) -> dict[str, np.ndarray]:
 
 class ThisProject:
     """This repository's `BertEncoder` / `BertPretrainer`, the training step of its `Trainer`
-    fed by its TFRecord input pipeline, XLA on or off as `modeling.xla_choice` picks."""
+    fed by its TFRecord input pipeline, XLA on or off as `modeling.xla_choice` picks (for the
+    forward pass by the call's size too)."""
 
     name = "this project"
     framework = "tensorflow"
@@ -65,7 +66,9 @@ class ThisProject:
         inputs = {k: tf.constant(v) for k, v in synthetic_batch(case).items()
                   if k in ("input_ids", "input_mask", "segment_ids")}
         forward = tf.function(lambda x: encoder(x, training=False)["sequence_output"],
-                              jit_compile=prefers_xla(encoder.compute_dtype))
+                              jit_compile=prefers_xla(encoder.compute_dtype,
+                                                      case.batch_size * case.seq_length,
+                                                      case.model.hidden_size))
         return lambda: forward(inputs)
 
     def _train_step(self, case: Case, config, workdir: str) -> Callable[[], object]:

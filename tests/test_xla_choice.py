@@ -1,0 +1,27 @@
+"""`prefers_xla`: the measured rule, on a CPU-only machine (as CI's)."""
+import pytest
+import tensorflow as tf
+
+from modeling import xla_choice
+
+
+@pytest.fixture(autouse=True)
+def _cpu_only():
+    if tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"):
+        pytest.fail("these cases are for a machine without accelerators")
+
+
+def test_float32_uses_xla_only_for_small_calls():
+    assert not xla_choice.prefers_xla("float32")  # size unknown: taken to be large
+    assert xla_choice.prefers_xla("float32", 1 * 128, 256)  # small BERT, batch 1
+    assert xla_choice.prefers_xla("float32", 8 * 128, 256)  # 2^26 exactly
+    assert not xla_choice.prefers_xla("float32", 32 * 128, 256)
+    assert not xla_choice.prefers_xla("float32", 1 * 128, 768)  # BERT-Base, batch 1
+    assert not xla_choice.prefers_xla("float16", 1, 128)
+
+
+@pytest.mark.parametrize("amx", [False, True])
+def test_bfloat16_uses_xla_unless_the_cpu_has_amx(monkeypatch, amx):
+    monkeypatch.setattr(xla_choice, "_cpu_has_amx", lambda: amx)
+    assert xla_choice.prefers_xla("bfloat16") is not amx
+    assert xla_choice.prefers_xla("bfloat16", 32 * 128, 768) is not amx
