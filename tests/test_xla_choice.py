@@ -1,4 +1,4 @@
-"""`prefers_xla`: the measured rule, on a CPU-only machine (as CI's)."""
+"""`prefers_xla`: the measured rule for a machine without accelerators (CPU only)."""
 import pytest
 import tensorflow as tf
 
@@ -6,9 +6,9 @@ from modeling import xla_choice
 
 
 @pytest.fixture(autouse=True)
-def _cpu_only():
-    if tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"):
-        pytest.fail("these cases are for a machine without accelerators")
+def _cpu_only(monkeypatch):
+    # The same answers on a machine with a GPU or TPU: the rule is asked as if it had none.
+    monkeypatch.setattr(tf.config, "list_logical_devices", lambda device_type=None: [])
 
 
 def test_float32_uses_xla_only_for_small_calls():
