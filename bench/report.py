@@ -6,6 +6,7 @@ import statistics
 
 from bench.cases import Case, case_flops
 from bench.contenders import CONTENDERS
+from data.output_files import write_text_atomically
 
 _SHORT = {"this_project": "this", "transformers": "HF", "keras_hub": "KerasHub"}
 
@@ -61,6 +62,7 @@ def markdown(results: dict) -> str:
     for row in results["peak"]:
         lines.append(f"| {row['framework']} | {row['dtype']} | {' x '.join(map(str, row['shape']))}"
                      f" | {row['gflops']:.0f} | {row['best_gflops']:.0f} |")
+    lines += _small_product_lines(results.get("small_products", []))
     names = " / ".join(_SHORT.get(k, k) for k in keys)
     lines += ["", "Throughput in sequences/s (median over the rounds), latency of one call, model-"
               "FLOPs utilisation against the peak of the case's dtype (a bfloat16 case above 100% "
@@ -89,6 +91,26 @@ def markdown(results: dict) -> str:
     for failure in results.get("failed", []):
         lines += ["", f"Failed: {failure['case']}: `{failure['error'].strip().splitlines()[-1]}`"]
     return "\n".join(lines) + "\n"
+
+
+def _small_product_lines(rows: list[dict]) -> list[str]:
+    """Microseconds per product, per dtype and shape: TensorFlow with XLA, as a graph, PyTorch."""
+    if not rows:
+        return []
+    columns = (("tensorflow", True), ("tensorflow", False), ("torch", None))
+    table = {}
+    for row in rows:
+        key = (row["dtype"], tuple(row["shape"]))
+        table.setdefault(key, {})[(row["framework"], row["xla"])] = row["us_per_product"]
+    lines = ["", "The small model's batch-1 products (x 128 tokens), timed as chains of dependent "
+             "products in one call (median microseconds per product over alternated calls; the "
+             "encoder runs these with XLA):", "",
+             "| dtype | m x k x n | TensorFlow, XLA | TensorFlow, graph | PyTorch |",
+             "|---|---|---|---|---|"]
+    for (dtype, shape), values in table.items():
+        cells = " | ".join(f"{values[c]:.0f}" if c in values else "-" for c in columns)
+        lines.append(f"| {dtype} | {' x '.join(map(str, shape))} | {cells} |")
+    return lines
 
 
 def _input_pipeline_lines(summaries: list[dict], key: str | None) -> list[str]:
@@ -134,6 +156,12 @@ def plot(results: dict, path: str) -> None:
 
 
 def write(results: dict, output_dir: str) -> None:
-    with open(os.path.join(output_dir, "RESULTS.md"), "w", encoding="utf-8") as f:
-        f.write(markdown(results))
-    plot(results, os.path.join(output_dir, "results.png"))
+    """RESULTS.md and results.png in `output_dir`, each written whole or not at all."""
+    write_text_atomically(os.path.join(output_dir, "RESULTS.md"), markdown(results))
+    temp_path = os.path.join(output_dir, f".results.{os.getpid()}.png")
+    try:
+        plot(results, temp_path)
+        os.replace(temp_path, os.path.join(output_dir, "results.png"))
+    finally:
+        if os.path.exists(temp_path):
+            os.unlink(temp_path)

@@ -17,7 +17,9 @@ import json
 import multiprocessing
 import os
 import platform
+import shutil
 import statistics
+import tempfile
 import time
 
 from absl import app
@@ -28,6 +30,7 @@ from bench import report
 from bench.cases import MODEL_SIZES, Case, benchmark_cases
 from bench.contenders import CONTENDERS, REPO_ROOT
 from bench.worker import worker_main
+from data.output_files import write_text_atomically
 
 FLAGS = flags.FLAGS
 flags.DEFINE_bool("quick", False, "Smoke run: the small model at sequence 128, 3 rounds.")
@@ -51,20 +54,25 @@ flags.DEFINE_string("output_dir", None, "Where RESULTS.md, results.png and resul
 # square one.
 PEAK_SHAPES = ((4096, 768, 3072), (2048, 2048, 2048))
 PEAK_ROUNDS = 7
+# The products of the small model's batch-1 x 128 forward pass (the attention projections, the
+# feed-forward pair), timed as chains of SMALL_PRODUCTS_LENGTH dependent products per call.
+SMALL_PRODUCT_SHAPES = ((128, 256, 256), (128, 256, 1024))
+SMALL_PRODUCTS_LENGTH = 16
 
 
 class Worker:
     """The driver's end of one contender's worker process."""
 
-    def __init__(self, key: str, context):
+    def __init__(self, key: str, context, scratch_dir: str):
         self.key = key
         self.context = context
+        self.scratch_dir = scratch_dir
         self.start()
 
     def start(self) -> None:
         self.connection, child = self.context.Pipe()
-        self.process = self.context.Process(target=worker_main, args=(child, self.key),
-                                            daemon=True)
+        self.process = self.context.Process(target=worker_main,
+                                            args=(child, self.key, self.scratch_dir), daemon=True)
         self.process.start()
 
     def restart(self) -> None:
@@ -96,11 +104,16 @@ def _alternate(workers: list[Worker], rounds: int, message: tuple) -> dict[str, 
     return samples
 
 
-def measure_peak(workers: list[Worker], dtypes: list[str]) -> list[dict]:
-    """Matmul GFLOP/s of each framework (one worker per framework), alternated like the cases."""
+def _one_worker_per_framework(workers: list[Worker]) -> dict[str, Worker]:
     frameworks = {}
     for w in workers:
         frameworks.setdefault(CONTENDERS[w.key].framework, w)
+    return frameworks
+
+
+def measure_peak(workers: list[Worker], dtypes: list[str]) -> list[dict]:
+    """Matmul GFLOP/s of each framework (one worker per framework), alternated like the cases."""
+    frameworks = _one_worker_per_framework(workers)
     rows = []
     for dtype in dtypes:
         for m, k, n in PEAK_SHAPES:
@@ -110,6 +123,27 @@ def measure_peak(workers: list[Worker], dtypes: list[str]) -> list[dict]:
                 rows.append({"framework": framework, "dtype": dtype, "shape": [m, k, n],
                              "gflops": 2 * m * k * n / statistics.median(times) / 1e9,
                              "best_gflops": 2 * m * k * n / min(times) / 1e9})
+    return rows
+
+
+def measure_small_products(workers: list[Worker], dtypes: list[str]) -> list[dict]:
+    """Microseconds per product of each framework on the small model's batch-1 products, chained
+    (`SMALL_PRODUCT_SHAPES`); TensorFlow's with XLA and as a graph, each alternated with the
+    others like the cases."""
+    frameworks = _one_worker_per_framework(workers)
+    rows = []
+    for dtype in dtypes:
+        for m, k, n in SMALL_PRODUCT_SHAPES:
+            for jit_compile in (True, False):
+                message = ("products", dtype, m, k, n, SMALL_PRODUCTS_LENGTH, jit_compile)
+                samples = _alternate(list(frameworks.values()), PEAK_ROUNDS, message)
+                for framework, w in frameworks.items():
+                    if framework != "tensorflow" and not jit_compile:
+                        continue  # no XLA switch: its figure comes from the first set of rounds
+                    wall = statistics.median(s["wall_s"] for s in samples[w.key][1:])
+                    rows.append({"framework": framework, "dtype": dtype, "shape": [m, k, n],
+                                 "xla": jit_compile if framework == "tensorflow" else None,
+                                 "us_per_product": 1e6 * wall / SMALL_PRODUCTS_LENGTH})
     return rows
 
 
@@ -185,6 +219,8 @@ def _merged(path: str, update: dict) -> dict:
         if key not in peak or row["gflops"] > peak[key]["gflops"]:
             peak[key] = row
     results["peak"] = list(peak.values())
+    # The small products are alternated within one run: take the newer run's set whole.
+    results["small_products"] = update.get("small_products") or results.get("small_products", [])
     results["updated"] = results.get("updated", []) + [
         {"cases": list(new), "load_average": update["machine"]["load_average_start"],
          "seconds": update["total_seconds"]}]
@@ -212,11 +248,13 @@ def main(argv):
     os.makedirs(output_dir, exist_ok=True)
     cases = benchmark_cases(FLAGS.quick, models, FLAGS.dtypes, FLAGS.modes, FLAGS.shapes)
     context = multiprocessing.get_context("spawn")
-    workers = [Worker(key, context) for key in FLAGS.contenders]
+    scratch_dir = tempfile.mkdtemp(prefix="bert_bench_")
+    workers = [Worker(key, context, scratch_dir) for key in FLAGS.contenders]
     start = time.monotonic()
     results = {"machine": machine_description(), "cases": []}
     try:
         results["peak"] = measure_peak(workers, FLAGS.dtypes)
+        results["small_products"] = measure_small_products(workers, FLAGS.dtypes)
         for case in cases:
             try:
                 results["cases"].append(measure_case(workers, case))
@@ -228,13 +266,13 @@ def main(argv):
     finally:
         for w in workers:
             w.stop()
+        shutil.rmtree(scratch_dir, ignore_errors=True)
     results["machine"]["load_average_end"] = os.getloadavg()
     results["total_seconds"] = time.monotonic() - start
     results["command"] = "python -m bench.run_benchmarks" + (" --quick" if FLAGS.quick else "")
     if FLAGS.update:
         results = _merged(os.path.join(output_dir, "results.json"), results)
-    with open(os.path.join(output_dir, "results.json"), "w", encoding="utf-8") as f:
-        json.dump(results, f, indent=1)
+    write_text_atomically(os.path.join(output_dir, "results.json"), json.dumps(results, indent=1))
     report.write(results, output_dir)
     logging.info("wrote %s/RESULTS.md and results.png in %.0f s", output_dir,
                  results["total_seconds"])

@@ -9,6 +9,8 @@ Messages (tuples) and replies (dicts):
   ("run",)              -> one timed call: {"wall_s", "cpu_s"}
   ("free",)             -> drops the model: {}
   ("peak", dtype, m, k, n) -> one timed [m, k] x [k, n] matmul: {"wall_s", "cpu_s"}
+  ("products", dtype, m, k, n, length, jit_compile)
+                        -> one timed call of `length` dependent products (see `_Matmul`)
   ("stop",)             -> exits.
 Errors come back as {"error": traceback text}.
 """
@@ -29,25 +31,42 @@ def _timed(fn) -> dict:
 
 
 class _Matmul:
-    """One [m, k] x [k, n] product in the worker's framework, inputs made once."""
+    """`length` dependent products in one call of the worker's framework, inputs made once:
+    x <- x W_i from x [m, k], W_i alternately [k, n] and [n, k] (one product: [m, k] x [k, n]).
 
-    def __init__(self, framework: str, dtype: str, m: int, k: int, n: int):
+    A chain of small products, in one call so that the call's own cost is spread over them,
+    times the matrix work of a batch-1 forward pass; TensorFlow's with XLA (`jit_compile`) or as
+    a graph.
+    """
+
+    def __init__(self, framework: str, dtype: str, m: int, k: int, n: int, length: int = 1,
+                 jit_compile: bool = False):
+        shapes = [(k, n) if i % 2 == 0 else (n, k) for i in range(length)]
         if framework == "torch":
             import torch
             torch_dtype = getattr(torch, dtype)
-            a, b = torch.randn(m, k).to(torch_dtype), torch.randn(k, n).to(torch_dtype)
-            self.call = lambda: torch.matmul(a, b)
+            x = torch.randn(m, k).to(torch_dtype)
+            weights = [(torch.randn(*shape) / shape[0] ** 0.5).to(torch_dtype) for shape in shapes]
+            self.call = lambda: _chain(torch.matmul, x, weights)
         else:
             import tensorflow as tf
-            a = tf.cast(tf.random.normal([m, k]), dtype)
-            b = tf.cast(tf.random.normal([k, n]), dtype)
-            product = tf.function(tf.matmul)
-            self.call = lambda: product(a, b)
+            x = tf.cast(tf.random.normal([m, k]), dtype)
+            weights = [tf.cast(tf.random.normal(shape) / shape[0] ** 0.5, dtype)
+                       for shape in shapes]
+            products = tf.function(lambda x, weights: _chain(tf.matmul, x, weights),
+                                   jit_compile=jit_compile)
+            self.call = lambda: products(x, weights)
         self.call()
 
 
-def worker_main(connection, contender_key: str) -> None:
-    """Serves the driver's messages until ("stop",)."""
+def _chain(matmul, x, weights):
+    for w in weights:
+        x = matmul(x, w)
+    return x
+
+
+def worker_main(connection, contender_key: str, scratch_dir: str) -> None:
+    """Serves the driver's messages until ("stop",); a case's files go under `scratch_dir`."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     from bench.cases import Case
@@ -60,7 +79,7 @@ def worker_main(connection, contender_key: str) -> None:
             if message[0] == "stop":
                 break
             if message[0] == "build":
-                workdir = tempfile.mkdtemp(prefix="bert_bench_")
+                workdir = tempfile.mkdtemp(prefix="case_", dir=scratch_dir)
                 run = contender.build(Case.from_dict(message[1]), workdir)
                 reply = {"first_s": _timed(run)["wall_s"], "warmup_s": _timed(run)["wall_s"]}
                 if hasattr(contender, "input_pipeline_rate") and message[1]["mode"] == "train":
@@ -72,7 +91,7 @@ def worker_main(connection, contender_key: str) -> None:
                 _free_framework_memory(contender.framework)
                 shutil.rmtree(workdir, ignore_errors=True)
                 reply = {}
-            elif message[0] == "peak":
+            elif message[0] in ("peak", "products"):
                 key = message[1:]
                 if key not in matmuls:
                     matmuls[key] = _Matmul(contender.framework, *key)

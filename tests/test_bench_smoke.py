@@ -3,6 +3,7 @@ import pytest
 
 from bench.cases import Case, ModelSize, benchmark_cases, case_flops, encoder_forward_flops
 from bench.report import case_summary, markdown, plot
+from bench.worker import _Matmul
 
 BASE = ModelSize("bert_base", 12, 768)
 
@@ -66,3 +67,27 @@ def test_report_writes_a_table_and_a_plot(tmp_path):
     pytest.importorskip("matplotlib")  # bench/requirements.txt, not the project's own
     plot(_results(), str(tmp_path / "results.png"))
     assert (tmp_path / "results.png").stat().st_size > 1000
+
+
+def test_small_products_table():
+    results = _results()
+    results["small_products"] = [
+        {"framework": "tensorflow", "dtype": "float32", "shape": [128, 256, 256], "xla": True,
+         "us_per_product": 184.2},
+        {"framework": "tensorflow", "dtype": "float32", "shape": [128, 256, 256], "xla": False,
+         "us_per_product": 271.6},
+        {"framework": "torch", "dtype": "float32", "shape": [128, 256, 256], "xla": None,
+         "us_per_product": 79.4},
+        {"framework": "torch", "dtype": "bfloat16", "shape": [128, 256, 1024], "xla": None,
+         "us_per_product": 466.0}]
+    text = markdown(results)
+    assert "| float32 | 128 x 256 x 256 | 184 | 272 | 79 |" in text
+    assert "| bfloat16 | 128 x 256 x 1024 | - | - | 466 |" in text
+
+
+@pytest.mark.parametrize("framework, jit_compile",
+                         [("tensorflow", False), ("tensorflow", True), ("torch", False)])
+def test_product_chain_alternates_the_weight_shapes(framework, jit_compile):
+    # x [2, 3] -> [2, 5] -> [2, 3] -> [2, 5]: three dependent products, the last [m, n].
+    assert tuple(_Matmul(framework, "float32", 2, 3, 5, 3, jit_compile).call().shape) == (2, 5)
+    assert tuple(_Matmul(framework, "float32", 2, 3, 5, 2, jit_compile).call().shape) == (2, 3)
