@@ -5,7 +5,9 @@ contender builds its model in its own worker process and runs a first call and a
 then the timed calls alternate between the contenders, one call each per round, the order rotating
 every round, so that the load of a shared machine falls on all of them alike. It reports medians
 over the rounds, each contender's model-FLOPs utilisation against the matmul peak measured the
-same way, and the ratios this project / peer taken round by round (median, min-max).
+same way, and the ratios this project / peer taken round by round (median, min-max). It also
+times alone, in each framework, the matrix products on which the small model's batch-1 latency
+depends.
 
     pip install -r bench/requirements.txt && pip install --no-deps keras-hub==0.32.0
     python -m bench.run_benchmarks            # full run: writes bench/RESULTS.md, results.png
@@ -42,7 +44,8 @@ flags.DEFINE_list("shapes", None, "Forward shapes as BxT, e.g. 32x128 (default: 
                   "32x128, 32x384; --quick: 1x128, 32x128).")
 flags.DEFINE_list("contenders", list(CONTENDERS), f"Among {list(CONTENDERS)}; the first one is "
                   "the numerator of the ratios.")
-flags.DEFINE_integer("rounds", 5, "Timed calls per contender and case (--quick: 3).")
+flags.DEFINE_integer("rounds", 20, "Most timed calls per contender and case, fewer where they "
+                     "would exceed --case_seconds (--quick: 3).")
 flags.DEFINE_integer("min_rounds", 3, "Rounds kept even when a case exceeds --case_seconds.")
 flags.DEFINE_float("case_seconds", 60.0, "Time budget of the timed rounds of one case.")
 flags.DEFINE_bool("update", False, "Measure only the selected cases and put them in place of the "
