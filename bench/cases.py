@@ -85,7 +85,7 @@ def benchmark_cases(quick: bool, model_names: list[str], dtypes: list[str],
     `shapes` ("BxT" strings) keeps only the forward shapes listed."""
     forward_shapes = [(1, 128), (32, 128)] if quick else [(1, 128), (1, 384), (32, 128), (32, 384)]
     if shapes:
-        forward_shapes = [tuple(int(v) for v in shape.split("x")) for shape in shapes]
+        forward_shapes = [_batch_shape(shape) for shape in shapes]
     cases = []
     for name in model_names:
         model = ModelSize(name, *MODEL_SIZES[name])
@@ -95,3 +95,15 @@ def benchmark_cases(quick: bool, model_names: list[str], dtypes: list[str],
             if "train" in modes:
                 cases.append(Case(model, dtype, "train", 32, 128))
     return cases
+
+
+def _batch_shape(text: str) -> tuple[int, int]:
+    """"BxT" -> (B, T), with 2 <= T <= 512 (the model's positions)."""
+    parts = text.lower().split("x")
+    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+        raise ValueError(f"--shapes: {text!r} is not BxT, e.g. 32x128")
+    batch, length = int(parts[0]), int(parts[1])
+    if batch < 1 or not 2 <= length <= 512:
+        raise ValueError(f"--shapes: {text!r} needs a batch of at least 1 and a sequence length "
+                         "from 2 to 512")
+    return batch, length

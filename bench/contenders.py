@@ -23,9 +23,11 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def synthetic_batch(case: Case, seed: int = 0) -> dict[str, np.ndarray]:
-    """Random pretraining features of the case's shape: full-length sequences, 2 segments."""
+    """Random pretraining features of the case's shape: full-length sequences, 2 segments,
+    `MAX_PREDICTIONS_PER_SEQ` masked positions (fewer where the sequence has fewer tokens)."""
     rng = np.random.default_rng(seed)
-    b, t, p = case.batch_size, case.seq_length, MAX_PREDICTIONS_PER_SEQ
+    b, t = case.batch_size, case.seq_length
+    p = min(MAX_PREDICTIONS_PER_SEQ, t - 1)
     positions = np.sort(np.stack([rng.choice(np.arange(1, t), p, replace=False)
                                   for _ in range(b)]), axis=1)
     return {

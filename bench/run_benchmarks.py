@@ -59,7 +59,9 @@ PEAK_SHAPES = ((4096, 768, 3072), (2048, 2048, 2048))
 PEAK_ROUNDS = 7
 # The products of the small model's batch-1 x 128 forward pass (the attention projections, the
 # feed-forward pair), timed as chains of SMALL_PRODUCTS_LENGTH dependent products per call.
-SMALL_PRODUCT_SHAPES = ((128, 256, 256), (128, 256, 1024))
+SMALL_MODEL = "small_L4_H256"
+_SMALL_HIDDEN = MODEL_SIZES[SMALL_MODEL][1]
+SMALL_PRODUCT_SHAPES = ((128, _SMALL_HIDDEN, _SMALL_HIDDEN), (128, _SMALL_HIDDEN, 4 * _SMALL_HIDDEN))
 SMALL_PRODUCTS_LENGTH = 16
 
 
@@ -243,13 +245,13 @@ def _versions() -> dict:
 
 def main(argv):
     del argv
-    models = FLAGS.models or (["small_L4_H256"] if FLAGS.quick else list(MODEL_SIZES))
+    models = FLAGS.models or ([SMALL_MODEL] if FLAGS.quick else list(MODEL_SIZES))
     rounds = 3 if FLAGS.quick else FLAGS.rounds
     FLAGS.rounds = rounds
     output_dir = FLAGS.output_dir or ("/tmp/bert_speed_quick" if FLAGS.quick
                                       else os.path.join(REPO_ROOT, "bench"))
-    os.makedirs(output_dir, exist_ok=True)
     cases = benchmark_cases(FLAGS.quick, models, FLAGS.dtypes, FLAGS.modes, FLAGS.shapes)
+    os.makedirs(output_dir, exist_ok=True)
     context = multiprocessing.get_context("spawn")
     scratch_dir = tempfile.mkdtemp(prefix="bert_bench_")
     workers = [Worker(key, context, scratch_dir) for key in FLAGS.contenders]
@@ -257,7 +259,8 @@ def main(argv):
     results = {"machine": machine_description(), "cases": []}
     try:
         results["peak"] = measure_peak(workers, FLAGS.dtypes)
-        results["small_products"] = measure_small_products(workers, FLAGS.dtypes)
+        if SMALL_MODEL in models:
+            results["small_products"] = measure_small_products(workers, FLAGS.dtypes)
         for case in cases:
             try:
                 results["cases"].append(measure_case(workers, case))

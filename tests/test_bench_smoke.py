@@ -2,6 +2,7 @@
 import pytest
 
 from bench.cases import Case, ModelSize, benchmark_cases, case_flops, encoder_forward_flops
+from bench.contenders import synthetic_batch
 from bench.report import case_summary, markdown, plot
 from bench.worker import _Matmul
 
@@ -30,6 +31,16 @@ def test_case_list():
     quick = benchmark_cases(True, ["small_L4_H256"], ["float32"], shapes=["8x64"])
     assert [(c.mode, c.batch_size, c.seq_length) for c in quick] == [
         ("forward", 8, 64), ("train", 32, 128)]
+    for bad in ("32", "32x", "x128", "0x128", "1x513", "1x1"):
+        with pytest.raises(ValueError, match="--shapes"):
+            benchmark_cases(True, ["small_L4_H256"], ["float32"], shapes=[bad])
+
+
+def test_synthetic_batch_of_a_short_sequence():
+    batch = synthetic_batch(Case(BASE, "float32", "forward", 2, 8))
+    assert batch["masked_lm_positions"].shape == (2, 7)
+    assert all(len(set(row)) == 7 and 1 <= min(row) and max(row) < 8
+               for row in batch["masked_lm_positions"])
 
 
 def _results():
