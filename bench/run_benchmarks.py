@@ -53,6 +53,11 @@ flags.DEFINE_bool("update", False, "Measure only the selected cases and put them
 flags.DEFINE_string("output_dir", None, "Where RESULTS.md, results.png and results.json go "
                     "(default: bench/, --quick: /tmp/bert_speed_quick).")
 
+for _name, _allowed in (("models", list(MODEL_SIZES)), ("dtypes", ["float32", "bfloat16"]),
+                        ("modes", ["forward", "train"]), ("contenders", list(CONTENDERS))):
+    flags.register_validator(_name, lambda values, allowed=_allowed: not values or
+                             set(values) <= set(allowed), message=f"each among {_allowed}")
+
 # The matmul shapes of the peak: a BERT-Base feed-forward product at batch 32 x 128 tokens, and a
 # square one.
 PEAK_SHAPES = ((4096, 768, 3072), (2048, 2048, 2048))
@@ -251,6 +256,8 @@ def main(argv):
     output_dir = FLAGS.output_dir or ("/tmp/bert_speed_quick" if FLAGS.quick
                                       else os.path.join(REPO_ROOT, "bench"))
     cases = benchmark_cases(FLAGS.quick, models, FLAGS.dtypes, FLAGS.modes, FLAGS.shapes)
+    if FLAGS.update and not os.path.exists(os.path.join(output_dir, "results.json")):
+        raise app.UsageError(f"--update: no results.json in {output_dir} to update")
     os.makedirs(output_dir, exist_ok=True)
     context = multiprocessing.get_context("spawn")
     scratch_dir = tempfile.mkdtemp(prefix="bert_bench_")
