@@ -8,8 +8,8 @@ in its own process with the same vocabulary and flags:
   * this project's `write_pretraining_records` with --num_workers processes.
 At the reference's size the two alternate for --rounds rounds and the ratio is their median;
 the other sizes run this pipeline once. It reports instances/s, tokens/s and the peak resident
-memory of each process tree (sampled every 50 ms from /proc). Timing starts after imports, so interpreter start-up is left out of
-both; the pool start-up is counted against this pipeline.
+memory of each process tree (sampled every 50 ms from /proc). Timing starts after imports, so
+interpreter start-up is left out of both; the pool start-up is counted against this pipeline.
 
     python bench/bench_create_pretraining_data.py --sizes_mb=5,50 --reference_mb=5
 """

@@ -86,7 +86,7 @@ class Trainer:
         normaliser = Normaliser(len(micro_batches))
         jit_compile = self.config.jit_compile
         if jit_compile is None:
-            jit_compile = prefers_xla(keras.config.dtype_policy().compute_dtype)
+            jit_compile = prefers_xla(self.model.compute_dtype)
         gradients_fn = tf.function(self._gradients, jit_compile=True) \
             if jit_compile else self._gradients
         gradients, logs = None, {}
