@@ -90,13 +90,23 @@ def _check_flags(task: glue_tasks.GlueTask, config: BertConfig) -> None:
 
 
 def _read_splits(task: glue_tasks.GlueTask) -> dict[str, list[InputExample]]:
-    """Reads every split the run needs, so that bad input fails before anything is written."""
+    """Reads every split the run needs, so that bad input fails before anything is written.
+
+    An optional split whose file is absent (MNLI's mismatched files) is left out, with a log line.
+    """
     roles = [role for role, wanted in (
         ("train", FLAGS.do_train), ("eval", FLAGS.do_eval or FLAGS.eval_every_epoch),
         ("predict", FLAGS.do_predict)) if wanted]
-    return {split.name: glue_tasks.read_examples(task, FLAGS.data_dir, split.name,
-                                                 FLAGS.xnli_language)
-            for role in roles for split in task.splits_for(role)}
+    examples = {}
+    for split in (split for role in roles for split in task.splits_for(role)):
+        path = glue_tasks.split_path(task, FLAGS.data_dir, split.name, FLAGS.xnli_language)
+        if split.optional and not os.path.isfile(path):
+            logging.info("%s %s: %s does not exist; skipping that split", task.name, split.name,
+                         path)
+            continue
+        examples[split.name] = glue_tasks.read_examples(task, FLAGS.data_dir, split.name,
+                                                        FLAGS.xnli_language)
+    return examples
 
 
 def _arrays(task: glue_tasks.GlueTask, examples: list[InputExample],
@@ -245,10 +255,12 @@ def main(_):
     if not common_flags.is_chief(strategy):
         return
     for split in task.splits_for("eval") if FLAGS.do_eval else ():
-        path = os.path.join(FLAGS.output_dir, f"eval_results{split.results_suffix}.txt")
-        _evaluate(model, task, examples[split.name], tokenizer, global_step, path)
+        if split.name in examples:
+            path = os.path.join(FLAGS.output_dir, f"eval_results{split.results_suffix}.txt")
+            _evaluate(model, task, examples[split.name], tokenizer, global_step, path)
     for split in task.splits_for("predict") if FLAGS.do_predict else ():
-        _predict(model, task, split, examples[split.name], tokenizer)
+        if split.name in examples:
+            _predict(model, task, split, examples[split.name], tokenizer)
 
 
 if __name__ == "__main__":

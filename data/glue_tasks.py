@@ -45,6 +45,8 @@ class SplitSpec:
         skip_malformed: Skip (and count) rows with the wrong number of columns instead of failing.
         results_suffix: Suffix of this split's output files (`eval_results_mismatched.txt`).
         submission_file: Name of the GLUE server's prediction file for this split.
+        optional: The file may be absent from the task folder (the original reads only MNLI's
+            matched files): runs skip the split, saying so, instead of failing.
     """
 
     name: str
@@ -62,6 +64,7 @@ class SplitSpec:
     skip_malformed: bool = False
     results_suffix: str = ""
     submission_file: str | None = None
+    optional: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,10 +153,11 @@ TASKS: dict[str, GlueTask] = {task.name: task for task in (
     GlueTask("mnli", _NLI, ACCURACY, (
         _labelled("train", 8, 9, -1, guid_column=0),
         _labelled("dev_matched", 8, 9, -1, guid_column=0),
-        _labelled("dev_mismatched", 8, 9, -1, guid_column=0, results_suffix="_mismatched"),
+        _labelled("dev_mismatched", 8, 9, -1, guid_column=0, results_suffix="_mismatched",
+                  optional=True),
         _test(8, 9, "MNLI-m.tsv", name="test_matched", guid_column=0),
         _test(8, 9, "MNLI-mm.tsv", name="test_mismatched", guid_prefix="test_mismatched",
-              guid_column=0, results_suffix="_mismatched"))),
+              guid_column=0, results_suffix="_mismatched", optional=True))),
     GlueTask("qnli", _ENTAILMENT, ACCURACY, (
         _labelled("train", 1, 2, 3), _labelled("dev", 1, 2, 3), _test(1, 2, "QNLI.tsv"))),
     GlueTask("rte", _ENTAILMENT, ACCURACY, (
@@ -166,7 +170,11 @@ TASKS: dict[str, GlueTask] = {task.name: task for task in (
     GlueTask("xnli", _NLI, ACCURACY, (
         _labelled("train", 0, 1, 2, file_name="multinli/multinli.train.{language}.tsv",
                   skip_malformed=True),
-        _labelled("dev", 6, 7, 1, file_name="xnli.dev.tsv", language_column=0)),
+        _labelled("dev", 6, 7, 1, file_name="xnli.dev.tsv", language_column=0),
+        # The XNLI release's labelled test file, predicted when present (no GLUE server file).
+        SplitSpec(name="test", role="predict", file_name="xnli.test.tsv", guid_prefix="test",
+                  text_a_column=6, text_b_column=7, label_column=1, language_column=0,
+                  optional=True)),
         label_aliases=(("contradictory", "contradiction"),)),
 )}
 
@@ -181,6 +189,13 @@ def get_task(name: str) -> GlueTask:
     if key not in TASKS:
         raise ValueError(f"Unknown task {name!r}; valid tasks: {', '.join(TASKS)}")
     return TASKS[key]
+
+
+def split_path(task: GlueTask, data_dir: str | os.PathLike, split_name: str,
+               language: str = "zh") -> str:
+    """The path of one split's file in the task folder (`read_examples`'s arguments)."""
+    file_name = task.split(split_name).file_name.format(language=language)
+    return os.path.join(os.fspath(data_dir), file_name)
 
 
 def read_examples(task: GlueTask, data_dir: str | os.PathLike, split_name: str,
@@ -203,7 +218,7 @@ def read_examples(task: GlueTask, data_dir: str | os.PathLike, split_name: str,
             label outside the task's labels (the message names the file and line).
     """
     split = task.split(split_name)
-    path = os.path.join(os.fspath(data_dir), split.file_name.format(language=language))
+    path = split_path(task, data_dir, split_name, language)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"No {task.name} {split.name} file: {path} does not exist")
     examples, num_skipped = [], 0

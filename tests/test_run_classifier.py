@@ -299,6 +299,27 @@ def test_original_fine_tuned_classifier_gives_the_original_probabilities(fixture
     assert _submission(output_dir / "MNLI-mm.tsv") == predicted
 
 
+def test_mnli_without_mismatched_files_evaluates_and_predicts_the_matched_ones(
+        fixtures_dir, uncased_vocab, tmp_path):
+    """The original reads only the matched files; the mismatched ones are skipped, with a log line."""
+    flags, reference = _original_classifier(fixtures_dir, uncased_vocab)
+    row = ["0", "7", "0e", "news", "( x )", "( y )", "(ROOT x)", "(ROOT y)", _ORIGINAL_TEXT, ""]
+    data_dir = tmp_path / "mnli"
+    _write_tsv(data_dir / "dev_matched.tsv", _MNLI_DEV_HEADER,
+               [row + [_NLI_LABELS[reference["label_id"]]] * 6])
+    _write_tsv(data_dir / "test_matched.tsv", _MNLI_COLUMNS, [row])
+    output_dir = tmp_path / "out"
+    result = _run("--do_eval", "--do_predict", task_name="MNLI", data_dir=data_dir,
+                  output_dir=output_dir, **flags)
+    _check_ok(result)
+    for name in ("dev_mismatched", "test_mismatched"):
+        assert f"mnli {name}: {data_dir / name}.tsv does not exist; skipping" in result.stderr
+    assert sorted(path.name for path in output_dir.iterdir()) == [
+        "MNLI-m.tsv", "eval_results.txt", "test_results.tsv"]
+    np.testing.assert_allclose(_test_results(output_dir / "test_results.tsv"),
+                               [reference["probabilities"]], atol=1e-5)
+
+
 def test_diagnostic_set_is_predicted_with_an_mnli_model(fixtures_dir, uncased_vocab, tmp_path):
     flags, reference = _original_classifier(fixtures_dir, uncased_vocab)
     rows = [["0", _ORIGINAL_TEXT, ""], ["1", "The cat sat on the mat.", "A cat sat."],
