@@ -7,6 +7,7 @@ import json
 import math
 import os
 from typing import Callable
+import weakref
 
 from absl import logging
 import keras
@@ -117,7 +118,7 @@ def predict(model: keras.Model, arrays: dict[str, np.ndarray], batch_size: int,
             output_fn: Callable[[dict], dict] | None = None) -> dict[str, np.ndarray]:
     """Runs the model (training=False) over all examples in order; returns stacked outputs."""
     inputs = {k: arrays[k] for k in input_keys}
-    run = tf.function(lambda batch: model(batch, training=False), reduce_retracing=True)
+    run = _inference_function(model)
     collected: dict[str, list[np.ndarray]] = {}
     for batch in array_dataset(inputs, batch_size):
         outputs = run(batch)
@@ -126,6 +127,24 @@ def predict(model: keras.Model, arrays: dict[str, np.ndarray], batch_size: int,
             if isinstance(value, tf.Tensor):
                 collected.setdefault(key, []).append(value.numpy())
     return {key: np.concatenate(values) for key, values in collected.items()}
+
+
+# One compiled inference function per model, so that repeated evaluations reuse its traces.
+_inference_functions: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _inference_function(model: keras.Model) -> Callable[[dict], dict]:
+    """`model(batch, training=False)` as a tf.function traced once per input signature.
+
+    The batch dimension is left unknown, so that the last, smaller batch reuses the trace.
+    """
+    if model not in _inference_functions:
+        model_ref = weakref.ref(model)  # the function must not keep the model alive
+
+        def run(batch):
+            return model_ref()(batch, training=False)
+        _inference_functions[model] = tf.function(run, reduce_retracing=True)
+    return _inference_functions[model]
 
 
 def save_fine_tuned(model: keras.Model, output_dir: str, global_step: int) -> str:
