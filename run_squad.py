@@ -16,6 +16,7 @@ else with the model fine-tuned in --output_dir (the original's behaviour there).
 """
 import os
 import random
+import time
 
 from absl import app, flags, logging
 import keras
@@ -165,6 +166,7 @@ def _fine_tuned_model(config: BertConfig) -> BertSpanLabeler:
 
 def _predict(model: BertSpanLabeler, examples: list[SquadExample],
              tokenizer: FullTokenizer) -> SquadPredictions:
+    start = time.monotonic()
     features: list[SquadFeatures] = list(_features(examples, tokenizer, is_training=False))
     arrays = features_to_arrays(features, is_training=False)
     logging.info("predicting %d questions (%d features), batch size %d", len(examples),
@@ -175,13 +177,23 @@ def _predict(model: BertSpanLabeler, examples: list[SquadExample],
         progress.update(int(outputs["start_logits"].shape[0]))
         return outputs
 
+    model_start = time.monotonic()
     logits = fine_tuning.predict(model, arrays, FLAGS.predict_batch_size, output_fn=count)
     progress.done()
-    results = [RawResult(int(unique_id), start, end) for unique_id, start, end in
+    answers_start = time.monotonic()
+    results = [RawResult(int(unique_id), start_logits, end_logits)
+               for unique_id, start_logits, end_logits in
                zip(arrays["unique_ids"], logits["start_logits"], logits["end_logits"])]
-    return compute_predictions(examples, features, results, FLAGS.n_best_size,
-                               FLAGS.max_answer_length, FLAGS.do_lower_case,
-                               FLAGS.version_2_with_negative, FLAGS.null_score_diff_threshold)
+    predictions = compute_predictions(examples, features, results, FLAGS.n_best_size,
+                                      FLAGS.max_answer_length, FLAGS.do_lower_case,
+                                      FLAGS.version_2_with_negative,
+                                      FLAGS.null_score_diff_threshold)
+    end = time.monotonic()
+    logging.info("predicted %d questions in %.1f s, %.1f questions/s (features %.1f s, model "
+                 "%.1f s, answers %.1f s)", len(examples), end - start,
+                 len(examples) / max(end - start, 1e-9), model_start - start,
+                 answers_start - model_start, end - answers_start)
+    return predictions
 
 
 def _evaluation_version(dataset_json: dict) -> str | None:
