@@ -6,6 +6,16 @@
       --max_predictions_per_seq=20 --num_train_steps=20 --num_warmup_steps=10 --learning_rate=2e-5
 
 Rerunning the same command after an interruption resumes from the newest checkpoint in --output_dir.
+
+--do_eval evaluates as the original does by default: the --input_file records in file order,
+repeated without end (after the last record comes the first again), batched in full batches of
+--eval_batch_size, for exactly --max_eval_steps batches. On a file shorter than
+max_eval_steps x eval_batch_size some records are counted more than once (the log says so); on a
+longer one the records past that count are not evaluated. --eval_single_pass evaluates each record
+once instead, the last batch partial (at most --max_eval_steps batches; 0: no limit). Either way the
+metrics are means over every evaluated example: masked-LM accuracy and loss weighted by
+masked_lm_weights, next-sentence accuracy and loss per example; `loss` is the mean of the batch
+losses, as the original's Estimator reports it.
 """
 import os
 
@@ -13,7 +23,7 @@ from absl import app, flags, logging
 import tensorflow as tf
 
 from data.output_files import write_eval_results
-from data.pretraining_dataset import pretraining_dataset
+from data.pretraining_dataset import count_records, pretraining_dataset
 from modeling.checkpoint_names import tf1_name
 from modeling.checkpoints import checkpoint_step, load_checkpoint
 from modeling.config import BertConfig
@@ -39,7 +49,12 @@ flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.")
 flags.DEFINE_integer("num_train_steps", 100000, "Training steps.")
 flags.DEFINE_integer("num_warmup_steps", 10000, "Warm-up steps.")
 flags.DEFINE_integer("save_checkpoints_steps", 1000, "Steps between checkpoints.")
-flags.DEFINE_integer("max_eval_steps", 100, "Most eval batches.")
+flags.DEFINE_integer("max_eval_steps", 100,
+                     "Eval batches: exactly this many full batches of the repeated input, or at "
+                     "most this many with --eval_single_pass (0: every record there).")
+flags.DEFINE_bool("eval_single_pass", False,
+                  "Evaluate each record once, the last batch partial, instead of the original's "
+                  "--max_eval_steps full batches of the input repeated in file order.")
 flags.DEFINE_bool("use_next_sentence_label", True,
                   "False drops the next-sentence loss (the paper's 'No NSP' ablation).")
 flags.DEFINE_integer("log_steps", 100, "Steps between progress lines and summaries.")
@@ -51,6 +66,9 @@ def _check_flags(config: BertConfig):
     if not FLAGS.do_train and not FLAGS.do_eval:
         raise ValueError("at least one of --do_train or --do_eval must be set")
     common_flags.check_max_seq_length(config)
+    if FLAGS.do_eval and not FLAGS.eval_single_pass and FLAGS.max_eval_steps < 1:
+        raise ValueError(f"--max_eval_steps={FLAGS.max_eval_steps} must be >= 1 (or set "
+                         "--eval_single_pass to evaluate every record once)")
 
 
 def _initialise(model: BertPretrainer, path: str):
@@ -129,9 +147,26 @@ def _accuracy(outputs, batch):
     return {"masked_lm_accuracy": value / tf.maximum(weight, 1.0)}
 
 
+def _eval_dataset() -> tf.data.Dataset:
+    """The original's eval input (repeated, full batches), or each record once."""
+    repeat = not FLAGS.eval_single_pass
+    dataset = pretraining_dataset(
+        FLAGS.input_file, FLAGS.eval_batch_size, FLAGS.max_seq_length,
+        FLAGS.max_predictions_per_seq, is_training=False, repeat=repeat)
+    if repeat:
+        examples = FLAGS.max_eval_steps * FLAGS.eval_batch_size
+        records = count_records(FLAGS.input_file, limit=examples)
+        if records < examples:
+            logging.info("eval: %d batches of %d = %d examples from %d records: the records are "
+                         "read in order %.2f times, so some are counted more than once (as the "
+                         "original; --eval_single_pass counts each once)", FLAGS.max_eval_steps,
+                         FLAGS.eval_batch_size, examples, records, examples / records)
+    return dataset
+
+
 def _evaluate(model: BertPretrainer, global_step: int):
     results = evaluate(
-        model, _dataset(False, FLAGS.eval_batch_size), pretraining_metric_sums,
+        model, _eval_dataset(), pretraining_metric_sums,
         lambda outputs, batch: pretraining_losses(
             outputs, batch, use_next_sentence_label=FLAGS.use_next_sentence_label)["loss"],
         max_steps=FLAGS.max_eval_steps)

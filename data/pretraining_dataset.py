@@ -2,8 +2,10 @@
 
 Training: the files are shuffled (seeded), read several at a time with a deterministic parallel
 interleave, shuffled again record by record (seeded), repeated, batched with
-`drop_remainder=True`, parsed and prefetched. Evaluation: the files in order, once, with a last
-partial batch. Every stage is checkpointable, so `tf.train.Checkpoint(iterator=...)` resumes the
+`drop_remainder=True`, parsed and prefetched. Evaluation: the files in order, either repeated
+endlessly in full batches (`repeat=True`: the original's eval input, which wraps around to the
+first record after the last; the caller takes the steps it wants) or once, with a last partial
+batch. Every stage is checkpointable, so `tf.train.Checkpoint(iterator=...)` resumes the
 exact stream. Records are checked before training starts: the first record of each file must
 hold the seven pretraining features with the expected lengths.
 """
@@ -68,6 +70,14 @@ def check_pretraining_files(files: Sequence[str], max_seq_length: int,
         raise ValueError(f"no record in {', '.join(files)}")
 
 
+def count_records(input_patterns: str | Sequence[str], limit: int | None = None) -> int:
+    """Records in the files (without parsing them), counting no further than `limit`."""
+    dataset = tf.data.TFRecordDataset(expand_file_patterns(input_patterns))
+    if limit is not None:
+        dataset = dataset.take(limit)
+    return int(dataset.reduce(tf.constant(0, tf.int64), lambda count, _: count + 1))
+
+
 def _decoder(max_seq_length: int, max_predictions_per_seq: int):
     spec = schema.pretraining_feature_spec(max_seq_length, max_predictions_per_seq)
 
@@ -84,7 +94,7 @@ def pretraining_dataset(input_patterns: str | Sequence[str], batch_size: int,
                         max_seq_length: int, max_predictions_per_seq: int, is_training: bool,
                         seed: int | None = None,
                         input_context: tf.distribute.InputContext | None = None,
-                        shuffle_buffer_size: int = 100) -> tf.data.Dataset:
+                        shuffle_buffer_size: int = 100, repeat: bool = False) -> tf.data.Dataset:
     """Batches of pretraining features from TFRecord files.
 
     Args:
@@ -97,6 +107,8 @@ def pretraining_dataset(input_patterns: str | Sequence[str], batch_size: int,
       input_context: with several input pipelines, this one reads its share: whole files when
         there are at least as many files as pipelines, every n-th record otherwise.
       shuffle_buffer_size: records in the record-level shuffle buffer (the original: 100).
+      repeat: evaluation only (training always repeats): read the files in order again and
+        again and keep full batches only, as the original's eval input; an endless dataset.
 
     Returns:
       A dataset of dicts: input_ids, input_mask, segment_ids [B, L] int32;
@@ -118,11 +130,13 @@ def pretraining_dataset(input_patterns: str | Sequence[str], batch_size: int,
             num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     else:
         dataset = tf.data.TFRecordDataset(files)
+        if repeat:
+            dataset = dataset.repeat()
     if shard_records:
         dataset = dataset.shard(pipelines, pipeline_id)
     if is_training:
         dataset = dataset.shuffle(shuffle_buffer_size, seed=seed)
-    dataset = dataset.batch(batch_size, drop_remainder=is_training)
+    dataset = dataset.batch(batch_size, drop_remainder=is_training or repeat)
     dataset = dataset.map(_decoder(max_seq_length, max_predictions_per_seq),
                           num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     return dataset.prefetch(tf.data.AUTOTUNE)

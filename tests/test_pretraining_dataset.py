@@ -4,7 +4,7 @@ import pytest
 import tensorflow as tf
 
 from data import tfrecord_schema as schema
-from data.pretraining_dataset import pretraining_dataset
+from data.pretraining_dataset import count_records, pretraining_dataset
 
 KEYS = {"input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
         "masked_lm_weights", "next_sentence_labels"}
@@ -66,6 +66,18 @@ def test_training_stream_is_seeded_repeated_and_full_batches(tmp_path):
     comma_list = pretraining_dataset(",".join(files), 4, 8, 2, False)
     assert sum(_first_ids(comma_list, 10), []) == [0, 1, 2, 3, 4, 10, 11, 12, 13, 14, 20, 21,
                                                    22, 23, 24]
+
+
+def test_repeated_eval_stream_wraps_around_in_file_order_with_full_batches(tmp_path):
+    files = [_write_examples(tmp_path / f"{i}.tfrecord", 3, 10 * i) for i in range(2)]
+    repeated = pretraining_dataset(f"{tmp_path}/*.tfrecord", 4, 8, 2, False, repeat=True)
+    assert _first_ids(repeated, 4) == [[0, 1, 2, 10], [11, 12, 0, 1], [2, 10, 11, 12],
+                                       [0, 1, 2, 10]]
+    once = pretraining_dataset(f"{tmp_path}/*.tfrecord", 4, 8, 2, False)
+    assert _first_ids(once, 4) == [[0, 1, 2, 10], [11, 12]]
+    assert count_records(files) == 6
+    assert count_records(",".join(files), limit=4) == 4
+    assert count_records(files[0], limit=10) == 3
 
 
 def test_iterator_checkpoint_resumes_the_same_batches(tmp_path):

@@ -1,5 +1,5 @@
-"""run_pretraining.py end to end: outputs, resumption after SIGKILL, corrupt checkpoints, NaN, two
-workers against one process."""
+"""run_pretraining.py end to end: outputs, evaluation as the original's, resumption after SIGKILL,
+corrupt checkpoints, NaN, two workers against one process."""
 import json
 import os
 import signal
@@ -10,6 +10,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from modeling.checkpoints import load_checkpoint
+from modeling.config import BertConfig
+from modeling.pretrainer import BertPretrainer
 from modeling.tf1_checkpoint import read_tf1_checkpoint
 from tests.pretraining_runs import command, free_ports, read_results, run, write_config
 
@@ -51,6 +54,114 @@ def test_train_and_eval_from_the_original_checkpoint(records, fixtures_dir, tmp_
         assert tuple(written[name]) == value.shape
     assert json.loads((out / "bert_config.json").read_text())["hidden_size"] == 128
     assert any(f.startswith("events.") for f in os.listdir(out / "train"))
+
+
+def _read_examples(path, max_seq_length=128, max_predictions=20):
+    """Every record of a pretraining TFRecord file, in file order, as [N, ...] tensors."""
+    lengths = {"input_ids": max_seq_length, "input_mask": max_seq_length,
+               "segment_ids": max_seq_length, "masked_lm_positions": max_predictions,
+               "masked_lm_ids": max_predictions, "next_sentence_labels": 1}
+    spec = {key: tf.io.FixedLenFeature([n], tf.int64) for key, n in lengths.items()}
+    spec["masked_lm_weights"] = tf.io.FixedLenFeature([max_predictions], tf.float32)
+    serialized = [record.numpy() for record in tf.data.TFRecordDataset(path)]
+    features = tf.io.parse_example(serialized, spec)
+    return {key: tf.cast(value, tf.int32) if value.dtype == tf.int64 else value
+            for key, value in features.items()}
+
+
+def _terms(logits, labels):
+    """Per-row negative log-likelihood of `labels` and whether the arg-max is the label."""
+    log_probs = tf.nn.log_softmax(logits, axis=-1).numpy()
+    nll = -np.take_along_axis(log_probs, labels[..., None], axis=-1)[..., 0]
+    return nll.astype(np.float64), (np.argmax(log_probs, axis=-1) == labels).astype(np.float64)
+
+
+@pytest.fixture(scope="module")
+def eval_case(records, fixtures_dir, tmp_path_factory):
+    """The 60 original records, with masked-LM labels made right for the tiny original checkpoint
+    where it makes the accuracy tell the evaluated records apart (a random model predicts none):
+    every slot of every third record, and the zero-weight padding slots of all (which must not
+    count). Returns that file and the checkpoint's per-record terms on it."""
+    tiny = fixtures_dir / "original" / "tiny"
+    model = BertPretrainer(BertConfig.from_json_file(str(tiny / "bert_config.json")))
+    load_checkpoint(model, str(tiny / "bert_model.ckpt"))
+    features = _read_examples(records)
+    outputs = model(features, training=False)
+    predicted = np.argmax(outputs["masked_lm_logits"].numpy(), axis=-1)
+    weights = features["masked_lm_weights"].numpy().astype(np.float64)
+    labels = features["masked_lm_ids"].numpy()
+    labels = np.where((np.arange(len(labels)) % 3 == 0)[:, None] | (weights == 0), predicted,
+                      labels)
+    path = str(tmp_path_factory.mktemp("eval") / "relabelled.tfrecord")
+    with tf.io.TFRecordWriter(path) as writer:
+        for record, row in zip(tf.data.TFRecordDataset(records), labels):
+            example = tf.train.Example.FromString(record.numpy())
+            ids = example.features.feature["masked_lm_ids"].int64_list
+            del ids.value[:]
+            ids.value.extend(row.tolist())
+            writer.write(example.SerializeToString())
+    mlm_nll, mlm_correct = _terms(outputs["masked_lm_logits"], labels)
+    nsp_nll, nsp_correct = _terms(outputs["next_sentence_logits"],
+                                  features["next_sentence_labels"][:, 0].numpy())
+    return path, dict(weights=weights, mlm_nll=mlm_nll, mlm_correct=mlm_correct,
+                      nsp_nll=nsp_nll, nsp_correct=nsp_correct)
+
+
+def _expected_eval(terms, batches):
+    """The original's eval metrics over `batches` (lists of record indices), by its rules:
+    tf.metrics means over every evaluated example (masked-LM terms weighted by
+    masked_lm_weights) and the Estimator's `loss`, the mean of the batch losses."""
+    index = np.concatenate(batches)
+    weights = terms["weights"][index]
+    batch_losses = [
+        np.sum(terms["weights"][b] * terms["mlm_nll"][b]) / (np.sum(terms["weights"][b]) + 1e-5)
+        + np.mean(terms["nsp_nll"][b]) for b in batches]
+    return {
+        "masked_lm_accuracy": np.sum(weights * terms["mlm_correct"][index]) / np.sum(weights),
+        "masked_lm_loss": np.sum(weights * terms["mlm_nll"][index]) / np.sum(weights),
+        "next_sentence_accuracy": np.mean(terms["nsp_correct"][index]),
+        "next_sentence_loss": np.mean(terms["nsp_nll"][index]),
+        "loss": np.mean(batch_losses),
+    }
+
+
+@pytest.mark.parametrize("max_eval_steps, single_pass", [(7, False), (8, False), (100, False),
+                                                          (100, True)])
+def test_eval_matches_the_original_eval_input(fixtures_dir, eval_case, tmp_path,
+                                              max_eval_steps, single_pass):
+    """The original evaluates max_eval_steps full batches of its input repeated in file order
+    (TFRecordDataset(files).repeat(), drop_remainder=True): on the 60 records, 7 batches of 8
+    leave the last 4 out, 8 batches wrap around to records 0-3, 100 batches read the file 13
+    times and more. --eval_single_pass reads each record once, the last batch of 4."""
+    tiny = fixtures_dir / "original" / "tiny"
+    path, terms = eval_case
+    out = tmp_path / "eval"
+    result = run(command(path, out, str(tiny / "bert_config.json"), do_train=False,
+                         do_eval=True, init_checkpoint=str(tiny / "bert_model.ckpt"),
+                         eval_batch_size=8, max_eval_steps=max_eval_steps,
+                         eval_single_pass=single_pass))
+    num_records = len(terms["nsp_nll"])
+    assert num_records == 60
+    if single_pass:
+        order = np.arange(num_records)
+    else:
+        order = np.arange(max_eval_steps * 8) % num_records
+    batches = [order[start:start + 8] for start in range(0, len(order), 8)]
+    expected = _expected_eval(terms, batches)
+    assert 0.2 < expected["masked_lm_accuracy"] < 0.5
+    results = read_results(out / "eval_results.txt")
+    assert sorted(results) == sorted([*expected, "global_step"])
+    for key, value in expected.items():
+        np.testing.assert_allclose(float(results[key]), value, rtol=2e-5, err_msg=key)
+    repeated = f"{max_eval_steps * 8} examples from {num_records} records" in result.stderr
+    assert repeated == (not single_pass and max_eval_steps * 8 > num_records)
+
+
+def test_eval_refuses_zero_steps_without_single_pass(records, tmp_path):
+    config = write_config(tmp_path)
+    result = run(command(records, tmp_path / "run", config, do_train=False, do_eval=True,
+                         max_eval_steps=0), check=False)
+    assert result.returncode != 0 and "--max_eval_steps=0 must be >= 1" in result.stderr
 
 
 @pytest.fixture(scope="module")
