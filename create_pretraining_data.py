@@ -4,7 +4,10 @@ Input: one sentence per line, a blank line between documents. Output: `tf.train.
 input_ids, input_mask, segment_ids, masked_lm_positions, masked_lm_ids, masked_lm_weights and
 next_sentence_labels, as the original script writes them. The corpus is streamed in chunks
 through worker processes, so memory does not grow with its size, and the output is the same
-for any --num_workers.
+for any --num_workers. Each output is written under a hidden temporary name
+(`.NAME.<host>-<pid>-<token>.incomplete`) and renamed into place when complete; a run killed
+mid-way leaves those files, and the next run writing the same outputs removes them, logging each,
+unless the process that wrote them is still running (or ran on another host).
 
     python create_pretraining_data.py --input_file=corpus/*.txt \\
       --output_file=out/train.tfrecord --vocab_file=vocab.txt --do_lower_case=True \\

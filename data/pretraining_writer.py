@@ -167,6 +167,19 @@ class _RoundRobinFiles:
                 output.abort()
 
 
+def _remove_stale_temporary_files(output_files: Sequence[str],
+                                  log: Callable[[str], None]) -> None:
+    """Deletes what killed runs writing these files left, and says what it deleted or kept."""
+    for path in output_files:
+        removed, kept = tfrecord_io.remove_stale_temporary_files(path)
+        for temporary in removed:
+            log(f"Removed {temporary}: a temporary file of {path} left by a run that was "
+                "stopped before it finished (its process is gone)")
+        for temporary in kept:
+            log(f"Kept {temporary}: a temporary file of {path} whose run may still be going "
+                "(its process is alive or on another host)")
+
+
 def write_pretraining_records(input_files: Sequence[str], output_files: Sequence[str],
                               settings: pretraining_chunks.ChunkSettings,
                               options: WriterOptions,
@@ -176,7 +189,8 @@ def write_pretraining_records(input_files: Sequence[str], output_files: Sequence
 
     The sampling settings and options are checked first; the caller checks the paths and the
     vocabulary (`create_pretraining_data.py` does). Nothing is written under a final name before
-    every record is written; on an error the temporary files are removed.
+    every record is written; on an error this run's temporary files are removed. Temporary files
+    of the same outputs that killed runs left behind are removed first, and logged.
 
     Args:
       input_files: text files, read in this order.
@@ -200,6 +214,7 @@ def write_pretraining_records(input_files: Sequence[str], output_files: Sequence
                                             options.min_chunk_documents, counts)
     buffer = ShuffleBuffer(options.shuffle_buffer_size, np.random.default_rng(
         np.random.SeedSequence([settings.random_seed % (1 << 64), 1 << 32])))
+    _remove_stale_temporary_files(output_files, log)
     outputs = _RoundRobinFiles(output_files)
     start = last_report = time.monotonic()
     try:

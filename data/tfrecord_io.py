@@ -7,11 +7,18 @@ computed for a whole batch of records at once: the records are right-aligned in 
 byte matrix (leading zero bytes leave a zero CRC register unchanged) and read four bytes a step
 with two 16-bit lookup tables, one NumPy operation per step for every record of the batch; the
 initial register's effect, which only depends on the length, is added at the end.
+
+Record files are written atomically: under a hidden temporary name that says which process on
+which host writes it, renamed into place when complete. A run killed before that leaves its
+temporary files behind; a later run writing the same files removes them once their process is
+gone (`remove_stale_temporary_files`).
 """
 from __future__ import annotations
 
 import itertools
 import os
+import re
+import socket
 import uuid
 from typing import Sequence
 
@@ -20,6 +27,15 @@ import numpy as np
 _CASTAGNOLI_REVERSED = 0x82F63B78
 _MASK_DELTA = 0xA282EAD8
 _BATCH_RECORDS = 4096
+
+_TEMPORARY_SUFFIX = ".incomplete"
+# `<host>-<pid>-<32 hex digits>`: the writing process and a fresh token.
+_TEMPORARY_OWNER = re.compile(r"(?P<host>\w+)-(?P<pid>[0-9]+)-[0-9a-f]{32}", re.ASCII)
+
+
+def _host_name() -> str:
+    """This machine's name in letters, digits and `_` (no `-` or `.`, which separate parts)."""
+    return re.sub(r"[^A-Za-z0-9]", "_", socket.gethostname()) or "localhost"
 
 
 def _byte_tables() -> np.ndarray:
@@ -157,16 +173,17 @@ def split_framed(data: bytes, ends: Sequence[int]) -> list[bytes]:
 class AtomicRecordFile:
     """A TFRecord file written under a temporary name and renamed into place on `commit`.
 
-    Until `commit`, the data lives in a hidden `.<name>.*.incomplete` file of the same folder, so
-    an interrupted run never leaves a file with the final name that looks complete.
+    Until `commit`, the data lives in a hidden `.<name>.<host>-<pid>-<token>.incomplete` file of
+    the same folder, so an interrupted run never leaves a file with the final name that looks
+    complete.
     """
 
     def __init__(self, path: str):
         self.path = path
         directory, name = os.path.split(os.path.abspath(path))
         # A fresh name, created with the usual permissions (mkstemp would make it private).
-        self._temp_path = os.path.join(directory,
-                                       f".{name}.{os.getpid()}-{uuid.uuid4().hex}.incomplete")
+        owner = f"{_host_name()}-{os.getpid()}-{uuid.uuid4().hex}"
+        self._temp_path = os.path.join(directory, f".{name}.{owner}{_TEMPORARY_SUFFIX}")
         self._file = open(self._temp_path, "xb")
         self.num_records = 0
 
@@ -187,3 +204,52 @@ class AtomicRecordFile:
         self._file.close()
         if os.path.exists(self._temp_path):
             os.remove(self._temp_path)
+
+
+def _process_is_running(pid: int) -> bool:
+    """Whether process `pid` exists on this host (another user's process counts too)."""
+    if pid <= 0:
+        return True  # not a process id: keep the file rather than guess
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_temporary_files(path: str) -> tuple[list[str], list[str]]:
+    """Removes the temporary files that killed writers of `path` left beside it.
+
+    A temporary file of `path` (`AtomicRecordFile`'s name for it) is stale when the process that
+    wrote it ran on this host and no longer exists. The files of a running process, and those
+    written from another host (a shared folder), are kept: that writer may still be going.
+
+    Returns:
+      (removed, kept): paths of the temporary files of `path` deleted and left in place.
+    """
+    directory, name = os.path.split(os.path.abspath(path))
+    prefix = f".{name}."
+    try:
+        entries = sorted(os.listdir(directory))
+    except FileNotFoundError:
+        return [], []
+    removed, kept = [], []
+    host = _host_name()
+    for entry in entries:
+        if not (entry.startswith(prefix) and entry.endswith(_TEMPORARY_SUFFIX)):
+            continue
+        owner = _TEMPORARY_OWNER.fullmatch(entry[len(prefix):-len(_TEMPORARY_SUFFIX)])
+        if owner is None:
+            continue  # another name that merely looks alike
+        temporary = os.path.join(directory, entry)
+        if owner["host"] != host or _process_is_running(int(owner["pid"])):
+            kept.append(temporary)
+            continue
+        try:
+            os.remove(temporary)
+        except FileNotFoundError:
+            continue  # another run removed it first
+        removed.append(temporary)
+    return removed, kept

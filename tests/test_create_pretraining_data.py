@@ -1,9 +1,11 @@
 """End-to-end tests of create_pretraining_data.py: statistics against the original, determinism,
-errors before any output, the summary."""
+errors before any output, the summary, the temporary files of killed runs."""
 import json
 import pathlib
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -121,6 +123,97 @@ def test_interrupted_run_leaves_no_output(tmp_path, uncased_vocab):
     with pytest.raises(ValueError, match="lacks"):
         _write([tmp_path / "corpus.txt"], [tmp_path / "a.tfrecord"], bad_vocab)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt", "vocab.txt"]
+
+
+def _kill_test_args(fixtures_dir, tmp_path, uncased_vocab, out):
+    """Flags of a run over a small corpus long enough to be caught mid-way: sample_text.txt's
+    sentences as 100 overlapping documents (86 KB), 40 duplicates, 2,000-byte chunks, records
+    written as each chunk is done (no shuffle buffer)."""
+    corpus = tmp_path / "corpus.txt"
+    if not corpus.exists():
+        text = (fixtures_dir / "pretraining_data" / "sample_text.txt").read_text("utf-8")
+        lines = [line for line in text.splitlines() if line.strip()]
+        documents = ["\n".join(lines[i:i + 6]) for i in range(len(lines) - 6)]
+        corpus.write_text("\n\n".join(documents * 4) + "\n", "utf-8")
+    return [f"--input_file={corpus}", f"--output_file={out}/a.tfrecord,{out}/b.tfrecord",
+            f"--vocab_file={uncased_vocab}", "--dupe_factor=40", "--num_workers=2",
+            "--chunk_bytes=2000", "--min_chunk_documents=1", "--shuffle_buffer_size=0"]
+
+
+def _start_script(args):
+    return subprocess.Popen([sys.executable, SCRIPT, *args], cwd=REPO_ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _temporary_files(folder):
+    return sorted(str(p) for p in folder.glob(".*.incomplete"))
+
+
+def _wait_for_temporary_files(folder, process, holding_records):
+    """The run's two temporary files once they exist (and hold records, if asked)."""
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        assert process.poll() is None, "the run ended before it could be caught mid-way"
+        found = _temporary_files(folder)
+        try:
+            if len(found) == 2 and (not holding_records
+                                    or all(pathlib.Path(p).stat().st_size for p in found)):
+                return found
+        except FileNotFoundError:
+            pass  # renamed into place between the listing and the stat
+        time.sleep(0.005)
+    raise AssertionError("no temporary files appeared")
+
+
+def _outputs(folder):
+    return {name: (folder / name).read_bytes() for name in ("a.tfrecord", "b.tfrecord")}
+
+
+def test_rerun_after_sigkill_removes_the_stale_temporary_files(tmp_path, fixtures_dir,
+                                                               uncased_vocab):
+    expected = tmp_path / "expected"
+    result = _run_script(*_kill_test_args(fixtures_dir, tmp_path, uncased_vocab, expected))
+    assert result.returncode == 0, result.stderr
+    out = tmp_path / "out"
+    args = _kill_test_args(fixtures_dir, tmp_path, uncased_vocab, out)
+    killed = _start_script(args)
+    stale = _wait_for_temporary_files(out, killed, holding_records=True)
+    killed.send_signal(signal.SIGKILL)
+    killed.wait()
+    assert _temporary_files(out) == stale  # left behind, with records in them
+    assert not (out / "a.tfrecord").exists() and not (out / "b.tfrecord").exists()
+    result = _run_script(*args)
+    assert result.returncode == 0, result.stderr
+    for path in stale:
+        assert f"Removed {path}: a temporary file of" in result.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["a.tfrecord", "b.tfrecord"]
+    assert _outputs(out) == _outputs(expected)
+
+
+def test_rerun_keeps_the_temporary_files_of_a_run_still_going(tmp_path, fixtures_dir,
+                                                              uncased_vocab):
+    out = tmp_path / "out"
+    args = _kill_test_args(fixtures_dir, tmp_path, uncased_vocab, out)
+    running = _start_script(args)
+    try:
+        temporary = _wait_for_temporary_files(out, running, holding_records=False)
+        running.send_signal(signal.SIGSTOP)  # alive, held mid-way
+        assert _temporary_files(out) == temporary, "the run ended before it was held"
+        result = _run_script(*args)
+        assert result.returncode == 0, result.stderr
+        assert "Removed" not in result.stderr
+        for path in temporary:
+            assert f"Kept {path}: a temporary file of" in result.stderr
+        assert _temporary_files(out) == temporary
+        second = _outputs(out)
+        running.send_signal(signal.SIGCONT)
+        assert running.wait(timeout=300) == 0  # the first run finishes undisturbed
+    finally:
+        if running.poll() is None:
+            running.kill()
+            running.wait()
+    assert sorted(p.name for p in out.iterdir()) == ["a.tfrecord", "b.tfrecord"]
+    assert _outputs(out) == second
 
 
 def _pooled(statistics):

@@ -1,11 +1,15 @@
-"""Tests of data/tfrecord_io.py: CRC32C test vectors and byte equality with TensorFlow's writer."""
+"""Tests of data/tfrecord_io.py: CRC32C test vectors, byte equality with TensorFlow's writer,
+atomic files and the removal of the temporary files that killed writers leave."""
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from data import tfrecord_io
+from tests.conftest import REPO_ROOT
 
 
 @pytest.mark.parametrize("data, expected", [
@@ -68,3 +72,52 @@ def test_atomic_record_file_abort_leaves_nothing(tmp_path):
     output.abort()
     assert os.listdir(tmp_path) == ["out.tfrecord"]
     assert (tmp_path / "out.tfrecord").read_bytes() == b"previous"
+
+
+# A writer that dies without committing or aborting (argv: output path, optional host name).
+_DYING_WRITER = f"""
+import os, socket, sys
+sys.path.insert(0, {str(REPO_ROOT)!r})
+if len(sys.argv) > 2:
+    socket.gethostname = lambda: sys.argv[2]
+from data import tfrecord_io
+tfrecord_io.AtomicRecordFile(sys.argv[1]).write_framed([b"partial"])
+os._exit(0)
+"""
+
+
+def _temporary_files(folder):
+    return sorted(str(p) for p in folder.iterdir() if p.name.endswith(".incomplete"))
+
+
+def _new_temporary_file(folder, start_writer):
+    """The one temporary file that appears in `folder` while `start_writer()` runs."""
+    before = set(_temporary_files(folder))
+    start_writer()
+    (new,) = set(_temporary_files(folder)) - before
+    return new
+
+
+def _die_writing(path, host=None):
+    """The temporary file a process left when it died writing `path`."""
+    return _new_temporary_file(path.parent, lambda: subprocess.run(
+        [sys.executable, "-c", _DYING_WRITER, str(path), *([host] if host else [])], check=True))
+
+
+def test_stale_temporary_files_of_dead_writers_are_removed(tmp_path):
+    path = tmp_path / "out.tfrecord"
+    path.write_bytes(b"previous")
+    dead = [_die_writing(path), _die_writing(path)]
+    other_host = _die_writing(path, host="some-other.machine")
+    writers = []
+    live = _new_temporary_file(tmp_path, lambda: writers.append(
+        tfrecord_io.AtomicRecordFile(str(path))))  # this process: running
+    other_output = _die_writing(tmp_path / "out.tfrecord.1")
+    removed, kept = tfrecord_io.remove_stale_temporary_files(str(path))
+    assert removed == sorted(dead)
+    assert sorted(kept) == sorted([other_host, live])
+    assert _temporary_files(tmp_path) == sorted([other_host, live, other_output])
+    assert path.read_bytes() == b"previous"
+    writers[0].abort()
+    assert tfrecord_io.remove_stale_temporary_files(str(path)) == ([], [other_host])
+    assert tfrecord_io.remove_stale_temporary_files(str(tmp_path / "none" / "x")) == ([], [])
