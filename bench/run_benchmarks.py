@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
-import platform
 import shutil
 import statistics
 import tempfile
@@ -31,6 +30,7 @@ from absl import logging
 from bench import report
 from bench.cases import MODEL_SIZES, Case, benchmark_cases
 from bench.contenders import CONTENDERS, REPO_ROOT
+from bench.machine import machine_description
 from bench.worker import worker_main
 from data.output_files import write_text_atomically
 
@@ -198,22 +198,6 @@ def _release(worker: Worker, case: Case) -> None:
         worker.restart()
 
 
-def machine_description() -> dict:
-    flags_line, model = "", platform.processor()
-    with open("/proc/cpuinfo", encoding="utf-8") as f:
-        for line in f:
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-            elif line.startswith("flags"):
-                flags_line = line
-    isa = [f for f in ("avx512f", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16")
-           if f" {f}" in flags_line]
-    return {"cpu": model, "cores": os.cpu_count(), "isa": isa,
-            "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30),
-            "python": platform.python_version(), "versions": _versions(),
-            "load_average_start": os.getloadavg()}
-
-
 def _merged(path: str, update: dict) -> dict:
     """The results in `path` with the cases of `update` in place of the same cases."""
     with open(path, encoding="utf-8") as f:
@@ -235,17 +219,6 @@ def _merged(path: str, update: dict) -> dict:
         {"cases": list(new), "load_average": update["machine"]["load_average_start"],
          "seconds": update["total_seconds"]}]
     return results
-
-
-def _versions() -> dict:
-    from importlib import metadata
-    versions = {}
-    for package in ("tensorflow", "keras", "keras-hub", "torch", "transformers"):
-        try:
-            versions[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            versions[package] = "not installed"
-    return versions
 
 
 def main(argv):
