@@ -2,6 +2,8 @@
 
 Script-layer code: the scripts and this module are the only readers of absl FLAGS.
 """
+from __future__ import annotations
+
 from absl import flags, logging
 import keras
 import tensorflow as tf
@@ -9,6 +11,7 @@ import tensorflow as tf
 from training.distribution import get_strategy
 from training.optimizer import create_optimizer
 from training.precision import set_dtype_policy
+from training.trainer import TrainingConfig
 
 FLAGS = flags.FLAGS
 
@@ -27,6 +30,9 @@ def define_training_flags():
     flags.DEFINE_integer("gradient_accumulation_steps", 1,
                          "Micro-batches per optimizer step; the batch size flags stay global.")
     flags.DEFINE_integer("seed", 12345, "Random seed of initialisation, dropout and shuffling.")
+    flags.DEFINE_integer("log_steps", None, "Steps between progress lines and TensorBoard "
+                         "summaries (default: 100 for pretraining; a tenth of the run, at most "
+                         "100, for fine-tuning). Every step goes to output_dir/train_log.jsonl.")
 
 
 _loss_scaling = False
@@ -57,6 +63,16 @@ def check_batch_size(name: str, batch_size: int, strategy: tf.distribute.Strateg
     if batch_size % parts:
         raise ValueError(f"--{name}={batch_size} is not divisible by replicas x "
                          f"--gradient_accumulation_steps = {parts}")
+
+
+def training_config_from_flags(num_train_steps: int,
+                               default_log_steps: int | None = None) -> TrainingConfig:
+    """The training loop's settings from the flags every training script has."""
+    return TrainingConfig(
+        num_train_steps=num_train_steps, output_dir=FLAGS.output_dir,
+        save_checkpoints_steps=FLAGS.save_checkpoints_steps,
+        log_steps=FLAGS.log_steps or default_log_steps,
+        gradient_accumulation_steps=FLAGS.gradient_accumulation_steps, jit_compile=FLAGS.use_xla)
 
 
 def create_optimizer_from_flags(learning_rate: float, num_train_steps: int,

@@ -35,8 +35,8 @@ from modeling.config import BertConfig
 from modeling.task_models import BertClassifier
 import common_flags
 from training.fine_tuning import (fit, initialise_encoder, predict, restore_fine_tuned,
-                                  save_fine_tuned, train_steps,
-                                  warmup_steps)
+                                  save_fine_tuned, train_steps, warmup_steps,
+                                  write_eval_summaries)
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("data_dir", None, "The task's folder of .tsv files (GLUE/XNLI layout).")
@@ -153,9 +153,8 @@ def _train(strategy, task: glue_tasks.GlueTask, config: BertConfig,
     dev_split = task.splits_for("eval")[0] if FLAGS.eval_every_epoch else None
     best = _previous_best(task) if resuming else None
     for epoch, end_step in enumerate(ends, start=1):
-        fit(strategy, model, optimizer, _loss_fn(task), arrays, FLAGS.train_batch_size, end_step,
-            FLAGS.output_dir, FLAGS.seed, FLAGS.save_checkpoints_steps, FLAGS.use_xla,
-            FLAGS.gradient_accumulation_steps)
+        fit(strategy, model, optimizer, _loss_fn(task), arrays, FLAGS.train_batch_size,
+            common_flags.training_config_from_flags(end_step), FLAGS.seed)
         # A resumed run skips the epochs that ended before its checkpoint.
         if dev_split is not None and int(optimizer.iterations.numpy()) == end_step:
             best = _evaluate_epoch(model, task, dev_split, examples[dev_split.name], tokenizer,
@@ -180,8 +179,7 @@ def _evaluate_epoch(model, task, split, examples, tokenizer, epoch: int, step: i
     """Scores dev after an epoch and copies the model to output_dir/best when it is the best yet."""
     if not common_flags.is_chief(strategy):
         return best
-    path = os.path.join(FLAGS.output_dir, f"eval_results{split.results_suffix}_epoch_{epoch}.txt")
-    results = _evaluate(model, task, examples, tokenizer, step, path)
+    results = _evaluate(model, task, split, examples, tokenizer, step, epoch)
     value = results[_MAIN_METRIC[task.metric]]
     if best is None or math.isnan(best) or value > best:
         logging.info("epoch %d: best %s so far (%s); writing %s/", epoch,
@@ -210,7 +208,13 @@ def _model_outputs(model: BertClassifier, task: glue_tasks.GlueTask,
     return logits[:, 0] if task.is_regression else tf.nn.softmax(logits, axis=-1).numpy()
 
 
-def _evaluate(model, task, examples, tokenizer, global_step: int, path: str) -> dict:
+def _evaluate(model, task, split: glue_tasks.SplitSpec, examples, tokenizer, global_step: int,
+              epoch: int | None = None) -> dict:
+    """Scores a dev split: `eval_results{suffix}.txt` (`..._epoch_N.txt` after an epoch) and
+    TensorBoard scalars in `eval{suffix}/`."""
+    epoch_suffix = "" if epoch is None else f"_epoch_{epoch}"
+    path = os.path.join(FLAGS.output_dir,
+                        f"eval_results{split.results_suffix}{epoch_suffix}.txt")
     arrays = _arrays(task, examples, tokenizer)
     logits = predict(model, arrays, FLAGS.eval_batch_size)["logits"]
     labels = arrays["label_ids"]
@@ -222,6 +226,8 @@ def _evaluate(model, task, examples, tokenizer, global_step: int, path: str) -> 
                **loss_metrics(per_example_loss, arrays["is_real_example"], FLAGS.eval_batch_size),
                "global_step": global_step}
     write_eval_results(path, results)
+    write_eval_summaries(os.path.join(FLAGS.output_dir, f"eval{split.results_suffix}"),
+                         global_step, results)
     logging.info("***** Eval results (%d examples) written to %s *****", len(examples), path)
     for key in sorted(results):
         logging.info("  %s = %s", key, results[key])
@@ -256,8 +262,7 @@ def main(_):
         return
     for split in task.splits_for("eval") if FLAGS.do_eval else ():
         if split.name in examples:
-            path = os.path.join(FLAGS.output_dir, f"eval_results{split.results_suffix}.txt")
-            _evaluate(model, task, examples[split.name], tokenizer, global_step, path)
+            _evaluate(model, task, split, examples[split.name], tokenizer, global_step)
     for split in task.splits_for("predict") if FLAGS.do_predict else ():
         if split.name in examples:
             _predict(model, task, split, examples[split.name], tokenizer)

@@ -176,8 +176,8 @@ def _train_fine_tuned(strategy, config, features: ner_features.NerFeatures, num_
         if not tf.train.latest_checkpoint(FLAGS.output_dir):
             fine_tuning.initialise_encoder(model, FLAGS.init_checkpoint)
     fine_tuning.fit(strategy, model, optimizer, _loss_fn, features.to_arrays(),
-                    FLAGS.train_batch_size, num_train_steps, FLAGS.output_dir, FLAGS.seed,
-                    FLAGS.save_checkpoints_steps, FLAGS.use_xla, FLAGS.gradient_accumulation_steps)
+                    FLAGS.train_batch_size, common_flags.training_config_from_flags(
+                        num_train_steps), FLAGS.seed)
     if common_flags.is_chief(strategy):
         fine_tuning.save_fine_tuned(model, FLAGS.output_dir, num_train_steps)
     return model, num_train_steps
@@ -226,9 +226,8 @@ def _train_feature_based(strategy, config, path: str, features: ner_features.Ner
         words, _word_labels(features),
         FLAGS.train_batch_size // FLAGS.gradient_accumulation_steps, FLAGS.seed)
     fine_tuning.fit_dataset(strategy, tagger, optimizer, _loss_fn, dataset_fn,
-                            FLAGS.train_batch_size, num_train_steps, FLAGS.output_dir,
-                            FLAGS.save_checkpoints_steps, FLAGS.use_xla,
-                            FLAGS.gradient_accumulation_steps)
+                            FLAGS.train_batch_size,
+                            common_flags.training_config_from_flags(num_train_steps))
     if common_flags.is_chief(strategy):
         save_tf1_checkpoint(_encoder(config), os.path.join(FLAGS.output_dir, "model.ckpt"),
                             global_step=num_train_steps, update_state_file=False)

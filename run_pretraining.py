@@ -32,7 +32,7 @@ from modeling.project_checkpoint import ProjectCheckpointMismatchError
 from modeling.tf1_checkpoint import CheckpointMismatchError, save_tf1_checkpoint
 import common_flags
 from training.evaluation import evaluate
-from training.trainer import Trainer, TrainingConfig
+from training.trainer import Trainer
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None, "TFRecord files: comma-separated, globs allowed.")
@@ -57,7 +57,6 @@ flags.DEFINE_bool("eval_single_pass", False,
                   "--max_eval_steps full batches of the input repeated in file order.")
 flags.DEFINE_bool("use_next_sentence_label", True,
                   "False drops the next-sentence loss (the paper's 'No NSP' ablation).")
-flags.DEFINE_integer("log_steps", 100, "Steps between progress lines and summaries.")
 common_flags.define_training_flags()
 flags.mark_flags_as_required(["input_file", "output_dir", "bert_config_file"])
 
@@ -118,11 +117,10 @@ def _train(strategy, config: BertConfig) -> BertPretrainer:
             _initialise(model, FLAGS.init_checkpoint)
     micro_batch = FLAGS.train_batch_size // FLAGS.gradient_accumulation_steps
     dataset_fn = lambda context: _dataset(True, micro_batch, context)  # noqa: E731
-    trainer = Trainer(strategy, model, optimizer, _loss_fn, TrainingConfig(
-        num_train_steps=FLAGS.num_train_steps, output_dir=FLAGS.output_dir,
-        save_checkpoints_steps=FLAGS.save_checkpoints_steps, log_steps=FLAGS.log_steps,
-        gradient_accumulation_steps=FLAGS.gradient_accumulation_steps, jit_compile=FLAGS.use_xla),
-        metric_fn=_accuracy)
+    trainer = Trainer(strategy, model, optimizer, _loss_fn,
+                      common_flags.training_config_from_flags(FLAGS.num_train_steps,
+                                                              default_log_steps=100),
+                      metric_fn=_accuracy)
     trainer.train(dataset_fn, FLAGS.train_batch_size)
     if common_flags.is_chief(strategy):
         save_tf1_checkpoint(model, os.path.join(FLAGS.output_dir, "bert_model.ckpt"),

@@ -150,8 +150,7 @@ def _train(strategy: tf.distribute.Strategy, model: BertSpanLabeler,
                  len(examples), len(arrays["input_ids"]), FLAGS.train_batch_size,
                  num_train_steps)
     fine_tuning.fit(strategy, model, optimizer, _loss_fn, arrays, FLAGS.train_batch_size,
-                    num_train_steps, FLAGS.output_dir, FLAGS.seed, FLAGS.save_checkpoints_steps,
-                    FLAGS.use_xla, FLAGS.gradient_accumulation_steps)
+                    common_flags.training_config_from_flags(num_train_steps), FLAGS.seed)
     if common_flags.is_chief(strategy):
         fine_tuning.save_fine_tuned(model, FLAGS.output_dir, int(optimizer.iterations.numpy()))
 

@@ -101,8 +101,7 @@ def _train(strategy, config: BertConfig, examples: list[swag.SwagExample],
         if not tf.train.latest_checkpoint(FLAGS.output_dir):
             fine_tuning.initialise_encoder(model, FLAGS.init_checkpoint)
     fine_tuning.fit(strategy, model, optimizer, _loss_fn, arrays, FLAGS.train_batch_size,
-                    num_train_steps, FLAGS.output_dir, FLAGS.seed, FLAGS.save_checkpoints_steps,
-                    FLAGS.use_xla, FLAGS.gradient_accumulation_steps)
+                    common_flags.training_config_from_flags(num_train_steps), FLAGS.seed)
     if common_flags.is_chief(strategy):
         fine_tuning.save_fine_tuned(model, FLAGS.output_dir, num_train_steps)
     return model, num_train_steps

@@ -200,6 +200,16 @@ def _check_predictions(output_dir: pathlib.Path, task_name: str, split, test_row
     return results
 
 
+def _scalars(folder: pathlib.Path, tag: str) -> list[tuple[int, float]]:
+    """(step, value) of one TensorBoard scalar, in the order written."""
+    values = []
+    for path in sorted(folder.glob("events.out.tfevents.*")):
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            values += [(event.step, float(tf.make_ndarray(v.tensor)))
+                       for v in event.summary.value if v.tag == tag]
+    return values
+
+
 def _check_fine_tuned_checkpoint(output_dir: pathlib.Path, num_labels: int, step: int) -> None:
     reader = tf.train.load_checkpoint(str(output_dir / "model.ckpt"))
     shapes = reader.get_variable_to_shape_map()
@@ -350,6 +360,13 @@ def test_learns_sst2_predicts_it_and_keeps_the_best_epoch(tiny_model, tmp_path):
                       "num_train_epochs": 3}))
     epochs = [_eval_results(output_dir / f"eval_results_epoch_{n}.txt") for n in (1, 2, 3)]
     assert [r["global_step"] for r in epochs] == [64, 128, 192]
+    # The dev curve in TensorBoard (each epoch, then the final evaluation at the same step) and
+    # every training step in train_log.jsonl.
+    curve = _scalars(output_dir / "eval", "eval_accuracy")
+    assert curve[:3] == [(r["global_step"], pytest.approx(r["eval_accuracy"])) for r in epochs]
+    steps = [json.loads(line)["step"]
+             for line in (output_dir / "train_log.jsonl").read_text().splitlines()]
+    assert steps == list(range(1, 193))
     final = _eval_results(output_dir / "eval_results.txt")
     assert final == epochs[2]
     assert final["eval_accuracy"] > 0.9

@@ -1,4 +1,6 @@
-"""The training loop: gradient accumulation and resumption, on a tiny classifier."""
+"""The training loop: gradient accumulation, resumption and the step log, on a tiny classifier."""
+import json
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -8,6 +10,7 @@ from modeling.config import BertConfig
 from modeling.task_models import BertClassifier, BertSpanLabeler
 from training import fine_tuning
 from training.optimizer import create_optimizer
+from training.trainer import STEP_LOG_FILE, TrainingConfig
 
 
 def _arrays():
@@ -33,9 +36,15 @@ def _train(output_dir, steps, dropout=0.1, accumulation=1, total_steps=12):
         model.dropout.rate = dropout
         optimizer = create_optimizer(1e-3, total_steps, 2)
     # Training stops at `steps`; the schedule spans `total_steps`, as a rerun of the same command.
-    fine_tuning.fit(strategy, model, optimizer, _loss, _arrays(), 8, steps, str(output_dir),
-                    seed=3, save_checkpoints_steps=3, gradient_accumulation_steps=accumulation)
+    fine_tuning.fit(strategy, model, optimizer, _loss, _arrays(), 8, TrainingConfig(
+        steps, str(output_dir), save_checkpoints_steps=3,
+        gradient_accumulation_steps=accumulation), seed=3)
     return [v.numpy() for v in model.weights]
+
+
+def _step_log(output_dir) -> list[dict]:
+    with open(output_dir / STEP_LOG_FILE, encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
 
 
 def test_accumulated_micro_batches_equal_one_batch(tmp_path):
@@ -71,8 +80,31 @@ def test_accumulation_with_variables_that_get_no_gradient(tmp_path):
         return {"loss": losses.span_loss(outputs["start_logits"], outputs["end_logits"],
                                          batch["start_positions"], batch["end_positions"],
                                          normaliser.global_batch_size(batch))}
-    fine_tuning.fit(strategy, model, optimizer, span_loss, arrays, 8, 4, str(tmp_path), seed=3,
-                    gradient_accumulation_steps=2)
+    fine_tuning.fit(strategy, model, optimizer, span_loss, arrays, 8,
+                    TrainingConfig(4, str(tmp_path), gradient_accumulation_steps=2), seed=3)
     assert int(optimizer.iterations.numpy()) == 4
     np.testing.assert_array_equal(model.encoder.get_layer("pooler").weights[0].numpy(),
                                   pooler_before)
+
+
+def test_every_step_is_logged_once_with_its_learning_rate_even_after_a_crash(tmp_path):
+    straight = tmp_path / "straight"
+    _train(straight, 12)
+    records = _step_log(straight)
+    assert [r["step"] for r in records] == list(range(1, 13))
+    # create_optimizer(1e-3, 12 steps, 2 warm-up steps): warm-up, then linear decay to 0.
+    np.testing.assert_allclose([r["learning_rate"] for r in records][:3],
+                               [1e-3 * 1 / 2, 1e-3 * (1 - 2 / 12), 1e-3 * (1 - 3 / 12)],
+                               rtol=1e-6)
+    assert all(r["loss"] > 0 and r["examples_per_second"] > 0 for r in records)
+    # A run killed after step 5 whose newest checkpoint is step 3 logged steps 4 and 5, the last
+    # line cut off: the rerun redoes them, logged once.
+    crashed = tmp_path / "crashed"
+    _train(crashed, 3)
+    with open(crashed / STEP_LOG_FILE, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"step": 4, "loss": 9.0}) + "\n" + '{"step": 5, "lo')
+    _train(crashed, 12)
+    resumed = _step_log(crashed)
+    assert [r["step"] for r in resumed] == list(range(1, 13))
+    np.testing.assert_allclose([r["loss"] for r in resumed], [r["loss"] for r in records],
+                               atol=1e-5)

@@ -73,11 +73,10 @@ def restore_fine_tuned(model: keras.Model, init_checkpoint: str | None, output_d
 
 def fit(strategy: tf.distribute.Strategy, model: keras.Model,
         optimizer: keras.optimizers.Optimizer, loss_fn: LossFn, arrays: dict[str, np.ndarray],
-        batch_size: int, num_train_steps: int, output_dir: str, seed: int,
-        save_checkpoints_steps: int = 1000, jit_compile: bool = False,
-        gradient_accumulation_steps: int = 1) -> dict:
-    """Trains on in-memory features for `num_train_steps` global batches; resumable."""
-    micro_batch = batch_size // gradient_accumulation_steps
+        batch_size: int, config: TrainingConfig, seed: int) -> dict:
+    """Trains on in-memory features for `config.num_train_steps` global batches of `batch_size`,
+    reshuffled every epoch with `seed`; resumable."""
+    micro_batch = batch_size // config.gradient_accumulation_steps
 
     num_examples = len(next(iter(arrays.values())))
 
@@ -92,24 +91,15 @@ def fit(strategy: tf.distribute.Strategy, model: keras.Model,
         dataset = dataset.map(lambda index: {k: tf.gather(v, index) for k, v in tensors.items()})
         return dataset.prefetch(tf.data.AUTOTUNE)
 
-    return fit_dataset(strategy, model, optimizer, loss_fn, dataset_fn, batch_size,
-                       num_train_steps, output_dir, save_checkpoints_steps, jit_compile,
-                       gradient_accumulation_steps)
+    return fit_dataset(strategy, model, optimizer, loss_fn, dataset_fn, batch_size, config)
 
 
 def fit_dataset(strategy: tf.distribute.Strategy, model: keras.Model,
                 optimizer: keras.optimizers.Optimizer, loss_fn: LossFn,
                 dataset_fn: Callable[[tf.distribute.InputContext], tf.data.Dataset],
-                batch_size: int, num_train_steps: int, output_dir: str,
-                save_checkpoints_steps: int = 1000, jit_compile: bool = False,
-                gradient_accumulation_steps: int = 1) -> dict:
-    """Trains for `num_train_steps` global batches on the micro-batches of `dataset_fn` (an
-    infinite, deterministic dataset per input context); resumable."""
-    config = TrainingConfig(
-        num_train_steps=num_train_steps, output_dir=output_dir,
-        save_checkpoints_steps=save_checkpoints_steps,
-        log_steps=max(1, min(100, num_train_steps // 10)),
-        gradient_accumulation_steps=gradient_accumulation_steps, jit_compile=jit_compile)
+                batch_size: int, config: TrainingConfig) -> dict:
+    """Trains for `config.num_train_steps` global batches of `batch_size` on the micro-batches of
+    `dataset_fn` (an infinite, deterministic dataset per input context); resumable."""
     return Trainer(strategy, model, optimizer, loss_fn, config).train(dataset_fn, batch_size)
 
 
@@ -160,6 +150,17 @@ def save_fine_tuned(model: keras.Model, output_dir: str, global_step: int) -> st
                           json.dumps(model_spec(model).to_dict(), indent=2, sort_keys=True) + "\n")
     logging.info("fine-tuned model written to %s (original format)", prefix)
     return prefix
+
+
+def write_eval_summaries(folder: str, global_step: int, results: dict) -> None:
+    """TensorBoard scalars of an evaluation in `folder` (`output_dir/eval`, the original's eval
+    folder, beside the training curves of `output_dir/train`)."""
+    writer = tf.summary.create_file_writer(folder)
+    with writer.as_default(step=global_step):
+        for key, value in results.items():
+            if key != "global_step":
+                tf.summary.scalar(key, float(value))
+    writer.flush()
 
 
 def warmup_steps(num_train_steps: int, warmup_proportion: float) -> int:

@@ -7,7 +7,10 @@ that the replicas' gradients, summed by the strategy, are the gradients of the g
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+import os
+import sys
 import time
 from typing import Callable, Iterator
 
@@ -15,8 +18,11 @@ from absl import logging
 import keras
 import tensorflow as tf
 
+from data.output_files import write_text_atomically
 from modeling.xla_choice import prefers_xla
 from training.checkpointing import TrainingCheckpoints
+
+STEP_LOG_FILE = "train_log.jsonl"
 
 # loss_fn(model_outputs, batch, normaliser) -> dict of float32 scalars with a "loss" key.
 LossFn = Callable[[dict, dict, "Normaliser"], dict]
@@ -49,7 +55,9 @@ class TrainingConfig:
     num_train_steps: int
     output_dir: str
     save_checkpoints_steps: int = 1000
-    log_steps: int = 100
+    # Steps between progress lines and TensorBoard summaries; None: a tenth of the run, at most
+    # 100. Every step goes to `train_log.jsonl` whatever this is.
+    log_steps: int | None = None
     gradient_accumulation_steps: int = 1
     keep_checkpoints: int = 3
     # Compile the forward and backward pass with XLA (the optimizer update stays outside); None
@@ -151,8 +159,13 @@ class Trainer:
                 next(iterator)
         step_fn = self.make_step()
         writer = tf.summary.create_file_writer(f"{self.config.output_dir}/train")
+        # One writer of the step log: the chief (a strategy's only worker outside multi-worker).
+        step_log = StepLog(os.path.join(self.config.output_dir, STEP_LOG_FILE), step) \
+            if self.strategy.extended.should_checkpoint else None
+        log_steps = self.config.log_steps or max(1, min(100, self.config.num_train_steps // 10))
         logs, start, start_step = {}, time.monotonic(), step
         while step < self.config.num_train_steps:
+            step_start = time.monotonic()
             logs = {k: float(v) for k, v in step_fn(iterator).items()}
             step = int(self.optimizer.iterations.numpy())
             if not math.isfinite(logs["loss"]) and not isinstance(
@@ -161,8 +174,12 @@ class Trainer:
                     f"loss became NaN or infinite ({logs['loss']}) at step {step}; the last good "
                     f"checkpoint in "
                     f"{self.config.output_dir} is left as it was")
-            if step % self.config.log_steps == 0 or step == self.config.num_train_steps:
-                rate = (step - start_step) * examples_per_step / (time.monotonic() - start)
+            now = time.monotonic()
+            if step_log is not None:
+                step_log.write(step, logs, self._learning_rate(),
+                               examples_per_step / max(now - step_start, 1e-9))
+            if step % log_steps == 0 or step == self.config.num_train_steps:
+                rate = (step - start_step) * examples_per_step / (now - start)
                 self._log(writer, step, logs, rate)
             if step % self.config.save_checkpoints_steps == 0 or \
                     step == self.config.num_train_steps:
@@ -180,9 +197,13 @@ class Trainer:
                 f"weights became NaN or infinite at step {step} ({', '.join(bad[:5])}); the last "
                 f"good checkpoint in {self.config.output_dir} is left as it was")
 
-    def _log(self, writer, step, logs, examples_per_second):
-        learning_rate = float(self.optimizer.learning_rate.numpy()) \
+    def _learning_rate(self) -> float:
+        """The rate of the step just taken (the schedule at the current iteration count)."""
+        return float(self.optimizer.learning_rate.numpy()) \
             if hasattr(self.optimizer.learning_rate, "numpy") else float("nan")
+
+    def _log(self, writer, step, logs, examples_per_second):
+        learning_rate = self._learning_rate()
         shown = ", ".join(f"{k} = {v:.4f}" for k, v in sorted(logs.items()))
         logging.info("step %d/%d: %s, learning_rate = %.3g, %.1f examples/s", step,
                      self.config.num_train_steps, shown, learning_rate, examples_per_second)
@@ -192,6 +213,37 @@ class Trainer:
             tf.summary.scalar("learning_rate", learning_rate)
             tf.summary.scalar("examples_per_second", examples_per_second)
         writer.flush()
+
+
+class StepLog:
+    """`train_log.jsonl`: one JSON object per training step (step, losses and metrics,
+    learning_rate, examples_per_second of that step), so that runs compare curve against curve.
+
+    A resumed run first drops the lines after its checkpoint's step, which it is about to redo.
+    """
+
+    def __init__(self, path: str, step: int):
+        self.path = path
+        kept = []
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                kept = [line for line in f if _logged_step(line) <= step]
+        write_text_atomically(path, "".join(kept))
+
+    def write(self, step: int, logs: dict, learning_rate: float,
+              examples_per_second: float) -> None:
+        record = {"step": step, **logs, "learning_rate": learning_rate,
+                  "examples_per_second": round(examples_per_second, 2)}
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+
+
+def _logged_step(line: str) -> int:
+    """The step of a `train_log.jsonl` line; a cut-off last line counts as not written."""
+    try:
+        return int(json.loads(line)["step"])
+    except (ValueError, KeyError):
+        return sys.maxsize
 
 
 def _add_gradients(a, b):
