@@ -36,8 +36,9 @@ class TransformerLayer(keras.layers.Layer):
         self.attention_output = keras.layers.Dense(hidden_size, name="attention_output", **dense)
         self.attention_layer_norm = LayerNorm(epsilon=1e-12, name="attention_layer_norm",
                                               dtype=policy)
-        self.intermediate = keras.layers.Dense(
-            intermediate_size, activation=get_activation(hidden_act), name="intermediate", **dense)
+        # The activation is applied in `call`, where `training` picks its form.
+        self.intermediate = keras.layers.Dense(intermediate_size, name="intermediate", **dense)
+        get_activation(hidden_act)  # an unknown name fails here, at construction
         self.output_dense = keras.layers.Dense(hidden_size, name="output", **dense)
         self.output_layer_norm = LayerNorm(epsilon=1e-12, name="output_layer_norm", dtype=policy)
         self.dropout = keras.layers.Dropout(hidden_dropout_prob, name="dropout")
@@ -66,7 +67,8 @@ class TransformerLayer(keras.layers.Layer):
         x = self.attention_output(tf.reshape(x, [-1, self.hidden_size]))           # [B*T, H]
         attention_output = self.attention_layer_norm(
             self.dropout(x, training=training) + residual)
-        x = self.intermediate(attention_output)                                    # [B*T, I]
+        activation = get_activation(self.hidden_act, training=bool(training))
+        x = activation(self.intermediate(attention_output))                        # [B*T, I]
         x = self.dropout(self.output_dense(x), training=training)
         layer_output = self.output_layer_norm(x + attention_output)
         return tf.reshape(layer_output, tf.shape(hidden_states))                  # [B, T, H]
