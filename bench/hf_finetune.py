@@ -1,0 +1,247 @@
+"""One fine-tuning run with Hugging Face transformers (PyTorch), as its users write it.
+
+The peer of this project's scripts in `bench/finetune_real_weights.py`: the same weights, the same
+files (read by the project's readers, so both see the same examples), the same metrics code, and
+the same hyper-parameters: max_seq_length, batch size, learning rate, epochs, 10% linear warm-up
+then linear decay, weight decay 0.01 (not on biases and LayerNorm), dropout 0.1, gradient
+clipping at 1.0. The optimizer is PyTorch's AdamW (bias-corrected, epsilon 1e-8), the tokenizer
+`BertTokenizerFast`, the loop the one of transformers' `run_glue_no_trainer.py` / `run_ner_no_trainer.py`
+examples with the sequences padded to max_seq_length (`--pad_to_max_length`, their default).
+
+    python -m bench.hf_finetune --task=mrpc --model_dir=HF_FOLDER --data_dir=GLUE/MRPC \
+        --max_seq_length=96 --seed=1 --result_file=/tmp/result.json
+    python -m bench.hf_finetune --task=squad_predict --model_dir=HF_SQUAD_MODEL \
+        --predict_file=dev-v1.1.json --result_file=/tmp/result.json
+
+Writes one JSON object: the dev metrics (the keys of the project's `eval_results.txt`) and the
+timings (`train_seconds` of the training loop, `examples_per_second`).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+import transformers
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from data import conll, glue_tasks, ner_metrics, squad_metrics  # noqa: E402
+from data.classification_metrics import task_metrics  # noqa: E402
+from data.output_files import write_text_atomically  # noqa: E402
+
+_IGNORED = -100  # transformers' ignored label id
+
+
+def _glue_encodings(tokenizer, task, examples, max_seq_length: int) -> dict[str, torch.Tensor]:
+    texts_b = [e.text_b for e in examples] if task.splits[0].text_b_column is not None else None
+    encoded = tokenizer([e.text_a for e in examples], texts_b, truncation=True,
+                        max_length=max_seq_length, padding="max_length", return_tensors="pt")
+    if task.is_regression:
+        labels = torch.tensor([float(e.label) for e in examples])
+    else:
+        labels = torch.tensor([task.labels.index(e.label) for e in examples])
+    return {**encoded, "labels": labels}
+
+
+def _ner_encodings(tokenizer, data: conll.ConllData, labels: list[str], max_seq_length: int
+                   ) -> tuple[dict[str, torch.Tensor], list[list[int]]]:
+    """Encodings with each word's first piece labelled, and each word's first-piece position."""
+    sentences = data.sentences
+    encoded = tokenizer([s.words for s in sentences], is_split_into_words=True, truncation=True,
+                        max_length=max_seq_length, padding="max_length")
+    label_rows, positions = [], []
+    for row, sentence in enumerate(sentences):
+        word_ids = encoded.word_ids(row)
+        first = {}
+        for position, word in enumerate(word_ids):
+            if word is not None and word not in first:
+                first[word] = position
+        label_row = [_IGNORED] * max_seq_length
+        for word, position in first.items():
+            label_row[position] = labels.index(sentence.tags[word])
+        label_rows.append(label_row)
+        positions.append([first.get(word, -1) for word in range(len(sentence.words))])
+    tensors = {k: torch.tensor(v) for k, v in encoded.items()}
+    return {**tensors, "labels": torch.tensor(label_rows)}, positions
+
+
+def _optimizer(model, args, num_training_steps: int):
+    no_decay = ("bias", "LayerNorm.weight")
+    groups = [
+        {"params": [p for n, p in model.named_parameters() if not any(k in n for k in no_decay)],
+         "weight_decay": 0.01},
+        {"params": [p for n, p in model.named_parameters() if any(k in n for k in no_decay)],
+         "weight_decay": 0.0}]
+    optimizer = torch.optim.AdamW(groups, lr=args.learning_rate)
+    scheduler = transformers.get_linear_schedule_with_warmup(
+        optimizer, int(args.warmup_proportion * num_training_steps), num_training_steps)
+    return optimizer, scheduler
+
+
+def _train(model, train: dict[str, torch.Tensor], args) -> float:
+    """Fine-tunes in place; returns the training loop's seconds."""
+    num_examples = len(train["labels"])
+    generator = torch.Generator().manual_seed(args.seed)
+    batches_per_epoch = -(-num_examples // args.train_batch_size)
+    optimizer, scheduler = _optimizer(model, args, batches_per_epoch * args.num_train_epochs)
+    model.train()
+    start = time.perf_counter()
+    for epoch in range(args.num_train_epochs):
+        order = torch.randperm(num_examples, generator=generator)
+        losses = []
+        for first in range(0, num_examples, args.train_batch_size):
+            index = order[first:first + args.train_batch_size]
+            loss = model(**{k: v[index] for k, v in train.items()}).loss
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
+            losses.append(loss.item())
+        print(f"epoch {epoch + 1}/{args.num_train_epochs}: mean loss {np.mean(losses):.4f}, "
+              f"{time.perf_counter() - start:.1f} s", flush=True)
+    return time.perf_counter() - start
+
+
+@torch.no_grad()
+def _logits(model, inputs: dict[str, torch.Tensor], batch_size: int, keys=("logits",)):
+    model.eval()
+    inputs = {k: v for k, v in inputs.items() if k != "labels"}
+    count = len(next(iter(inputs.values())))
+    outputs = {key: [] for key in keys}
+    for first in range(0, count, batch_size):
+        result = model(**{k: v[first:first + batch_size] for k, v in inputs.items()})
+        for key in keys:
+            outputs[key].append(result[key].float().numpy())
+    return {key: np.concatenate(values) for key, values in outputs.items()}
+
+
+def _run_glue(args) -> dict:
+    task = glue_tasks.get_task(args.task)
+    tokenizer = transformers.BertTokenizerFast.from_pretrained(args.model_dir)
+    train = _glue_encodings(tokenizer, task, glue_tasks.read_examples(task, args.data_dir, "train"),
+                            args.max_seq_length)
+    dev = _glue_encodings(tokenizer, task, glue_tasks.read_examples(task, args.data_dir, "dev"),
+                          args.max_seq_length)
+    model = transformers.BertForSequenceClassification.from_pretrained(
+        args.model_dir, num_labels=task.num_labels,
+        problem_type="regression" if task.is_regression else "single_label_classification")
+    seconds = _train(model, train, args)
+    logits = _logits(model, dev, args.eval_batch_size)["logits"]
+    results = task_metrics(task, logits, dev["labels"].numpy())
+    return {**results, **_timing(len(train["labels"]), args.num_train_epochs, seconds)}
+
+
+def _run_ner(args) -> dict:
+    train_data = conll.read_conll_file(os.path.join(args.data_dir, "train.txt"))
+    dev_data = conll.read_conll_file(os.path.join(args.data_dir, "valid.txt"))
+    labels = conll.label_list(conll.entity_types(train_data))
+    tokenizer = transformers.BertTokenizerFast.from_pretrained(args.model_dir)
+    train, _ = _ner_encodings(tokenizer, train_data, labels, args.max_seq_length)
+    dev, positions = _ner_encodings(tokenizer, dev_data, labels, args.max_seq_length)
+    model = transformers.BertForTokenClassification.from_pretrained(args.model_dir,
+                                                                    num_labels=len(labels))
+    seconds = _train(model, train, args)
+    predicted = np.argmax(_logits(model, dev, args.eval_batch_size)["logits"], -1)
+    # A word cut off by max_seq_length is tagged O, as run_ner.py does.
+    tags = [[labels[row[p]] if p >= 0 else conll.OUTSIDE_TAG for p in word_positions]
+            for row, word_positions in zip(predicted, positions)]
+    evaluation = ner_metrics.evaluate_ner([s.tags for s in dev_data.sentences], tags)
+    return {"eval_f1": evaluation.overall.f1 / 100,
+            "eval_precision": evaluation.overall.precision / 100,
+            "eval_recall": evaluation.overall.recall / 100,
+            **_timing(len(train["labels"]), args.num_train_epochs, seconds)}
+
+
+def _run_squad_predict(args) -> dict:
+    """Predicts every question of a SQuAD file: features, model and answer spans, timed."""
+    with open(args.predict_file, encoding="utf-8") as f:
+        dataset = json.load(f)
+    questions = [(qa["id"], qa["question"], paragraph["context"])
+                 for article in dataset["data"] for paragraph in article["paragraphs"]
+                 for qa in paragraph["qas"]]
+    tokenizer = transformers.BertTokenizerFast.from_pretrained(args.model_dir)
+    model = transformers.BertForQuestionAnswering.from_pretrained(args.model_dir)
+    start = time.perf_counter()
+    # As transformers' run_qa.py: its stride (the windows' overlap) set to --doc_stride.
+    encoded = tokenizer([q for _, q, _ in questions], [c for _, _, c in questions],
+                        truncation="only_second", max_length=args.max_seq_length,
+                        stride=args.doc_stride,
+                        return_overflowing_tokens=True, return_offsets_mapping=True,
+                        padding="max_length")
+    inputs = {k: torch.tensor(encoded[k])
+              for k in ("input_ids", "attention_mask", "token_type_ids")}
+    model_start = time.perf_counter()
+    logits = _logits(model, inputs, args.eval_batch_size, keys=("start_logits", "end_logits"))
+    answers_start = time.perf_counter()
+    predictions = _best_spans(encoded, logits, questions, args.max_answer_length)
+    end = time.perf_counter()
+    results = squad_metrics.evaluate(dataset, predictions, squad_metrics.VERSION_1)
+    write_text_atomically(os.path.join(os.path.dirname(args.result_file), "hf_predictions.json"),
+                          json.dumps(predictions))
+    return {**results, "questions": len(questions), "features": len(inputs["input_ids"]),
+            "predict_seconds": end - start, "questions_per_second": len(questions) / (end - start),
+            "features_seconds": model_start - start, "model_seconds": answers_start - model_start,
+            "answers_seconds": end - answers_start}
+
+
+def _best_spans(encoded, logits: dict[str, np.ndarray], questions, max_answer_length: int,
+                n_best: int = 20) -> dict[str, str]:
+    """Each question's highest-scoring context span over its features (transformers' run_qa)."""
+    best: dict[int, tuple[float, str]] = {}
+    for row, question in enumerate(encoded["overflow_to_sample_mapping"]):
+        offsets = encoded["offset_mapping"][row]
+        in_context = [s == 1 for s in encoded.sequence_ids(row)]
+        start_logits, end_logits = logits["start_logits"][row], logits["end_logits"][row]
+        for s in np.argsort(start_logits)[::-1][:n_best]:
+            for e in np.argsort(end_logits)[::-1][:n_best]:
+                if not (in_context[s] and in_context[e]) or e < s or e - s + 1 > max_answer_length:
+                    continue
+                score = float(start_logits[s] + end_logits[e])
+                if question not in best or score > best[question][0]:
+                    context = questions[question][2]
+                    best[question] = (score, context[offsets[s][0]:offsets[e][1]])
+    return {qid: best.get(index, (0.0, ""))[1] for index, (qid, _, _) in enumerate(questions)}
+
+
+def _timing(num_examples: int, num_epochs: int, seconds: float) -> dict:
+    return {"train_seconds": seconds, "seconds_per_epoch": seconds / num_epochs,
+            "examples_per_second": num_examples * num_epochs / seconds,
+            "train_examples": num_examples}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--task", required=True, help="A GLUE task, conll2003 or squad_predict.")
+    parser.add_argument("--model_dir", required=True, help="Hugging Face BERT folder.")
+    parser.add_argument("--data_dir", help="The task's folder (GLUE layout, or CoNLL files).")
+    parser.add_argument("--predict_file", help="squad_predict: the SQuAD JSON to predict.")
+    parser.add_argument("--result_file", required=True)
+    parser.add_argument("--max_seq_length", type=int, default=128)
+    parser.add_argument("--doc_stride", type=int, default=128)
+    parser.add_argument("--max_answer_length", type=int, default=30)
+    parser.add_argument("--train_batch_size", type=int, default=32)
+    parser.add_argument("--eval_batch_size", type=int, default=64)
+    parser.add_argument("--learning_rate", type=float, default=5e-5)
+    parser.add_argument("--num_train_epochs", type=int, default=3)
+    parser.add_argument("--warmup_proportion", type=float, default=0.1)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    transformers.set_seed(args.seed)
+    if args.task == "squad_predict":
+        result = _run_squad_predict(args)
+    elif args.task == "conll2003":
+        result = _run_ner(args)
+    else:
+        result = _run_glue(args)
+    result["torch_threads"] = torch.get_num_threads()
+    write_text_atomically(args.result_file, json.dumps(result, indent=1, sort_keys=True) + "\n")
+    print(json.dumps(result, sort_keys=True), flush=True)
+
+
+if __name__ == "__main__":
+    main()
