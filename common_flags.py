@@ -30,6 +30,9 @@ def define_training_flags():
     flags.DEFINE_integer("gradient_accumulation_steps", 1,
                          "Micro-batches per optimizer step; the batch size flags stay global.")
     flags.DEFINE_integer("seed", 12345, "Random seed of initialisation, dropout and shuffling.")
+    flags.DEFINE_bool("learning_rate_of_next_step", False, "Give update t the learning rate of "
+                      "step t+1, as runs of the original code did (its step increment and update "
+                      "are not ordered); default: the rate of step t, as the schedule is written.")
     flags.DEFINE_integer("log_steps", None, "Steps between progress lines and TensorBoard "
                          "summaries (default: 100 for pretraining; a tenth of the run, at most "
                          "100, for fine-tuning). Every step goes to output_dir/train_log.jsonl.")
@@ -78,7 +81,8 @@ def training_config_from_flags(num_train_steps: int,
 def create_optimizer_from_flags(learning_rate: float, num_train_steps: int,
                                 num_warmup_steps: int) -> keras.optimizers.Optimizer:
     return create_optimizer(learning_rate, num_train_steps, num_warmup_steps,
-                            optimizer_type=FLAGS.optimizer, use_loss_scale=_loss_scaling)
+                            optimizer_type=FLAGS.optimizer, use_loss_scale=_loss_scaling,
+                            learning_rate_step_offset=int(FLAGS.learning_rate_of_next_step))
 
 
 def is_chief(strategy: tf.distribute.Strategy) -> bool:

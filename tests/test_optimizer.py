@@ -81,6 +81,24 @@ def test_reproduces_original_trajectory(fixtures_dir, mode):
         assert_matches_step(arrays, names, step, variables, optimizer.moment_slots())
 
 
+def test_learning_rate_of_next_step_reproduces_the_original_as_it_ran(fixtures_dir):
+    """`as_run/*`: every update of the original's run used the learning rate of step t + 1."""
+    arrays, meta, names = load_golden(fixtures_dir)
+    variables = golden_variables(arrays, names)
+    params = meta["params"]
+    optimizer = create_optimizer(params["init_lr"], params["num_train_steps"],
+                                 params["num_warmup_steps"], learning_rate_step_offset=1)
+    apply = tf.function(lambda grads: optimizer.apply(grads, variables))
+    for step in range(len(meta["steps"])):
+        apply(golden_grads(arrays, names, step))
+        for name, variable in zip(names, variables):
+            np.testing.assert_allclose(variable.numpy(), arrays[f"as_run/value/{step}/{name}"],
+                                       **TOLERANCE, err_msg=f"as_run/value/{step}/{name}")
+    # The intended sequence differs from it: the offset is what makes the match.
+    assert not np.allclose(arrays[f"as_run/value/0/{names[0]}"], arrays[f"value/0/{names[0]}"],
+                           rtol=1e-6, atol=1e-7)
+
+
 def test_weight_decay_rule_matches_original(fixtures_dir):
     arrays, meta, names = load_golden(fixtures_dir)
     optimizer = original_optimizer(meta)

@@ -69,11 +69,15 @@ def test_hand_computed_values():
 
 
 def test_drives_a_keras_optimizer_and_round_trips():
-    schedule = WarmupLinearDecay(1e-3, 10, 2)
+    schedule = WarmupLinearDecay(1e-3, 10, 2, step_offset=1)
     config = keras.optimizers.schedules.serialize(schedule)
     restored = keras.optimizers.schedules.deserialize(config)
     assert isinstance(restored, WarmupLinearDecay)
-    assert restored.get_config() == {"init_lr": 1e-3, "num_train_steps": 10, "num_warmup_steps": 2}
+    assert restored.get_config() == {"init_lr": 1e-3, "num_train_steps": 10, "num_warmup_steps": 2,
+                                     "step_offset": 1}
+    # Iteration 0 takes the rate of step 1 (warm-up: 1e-3 * 1 / 2).
+    assert float(restored(0)) == pytest.approx(5e-4, rel=1e-6)
+    restored = WarmupLinearDecay(1e-3, 10, 2)
     optimizer = keras.optimizers.SGD(learning_rate=restored)
     optimizer.iterations.assign(1)
     assert float(optimizer.learning_rate) == pytest.approx(5e-4, rel=1e-6)

@@ -179,7 +179,8 @@ def create_optimizer(init_lr: float, num_train_steps: int, num_warmup_steps: int
                      optimizer_type: str = "adamw", weight_decay_rate: float = 0.01,
                      clip_norm: float | None = 1.0,
                      exclude_from_weight_decay: Sequence[str] = EXCLUDE_FROM_WEIGHT_DECAY,
-                     use_loss_scale: bool = False) -> keras.optimizers.Optimizer:
+                     use_loss_scale: bool = False,
+                     learning_rate_step_offset: int = 0) -> keras.optimizers.Optimizer:
     """The original `optimization.create_optimizer`: schedule plus optimizer.
 
     Args:
@@ -192,13 +193,16 @@ def create_optimizer(init_lr: float, num_train_steps: int, num_warmup_steps: int
         exclude_from_weight_decay: Patterns (`re.search` on the variable path) of variables that
             get no weight decay (and, for LAMB, no trust ratio).
         use_loss_scale: Wrap in a dynamic `keras.optimizers.LossScaleOptimizer` (float16).
+        learning_rate_step_offset: 1 to give update t the rate of step t + 1, as the original's
+            runs did (`WarmupLinearDecay`'s `step_offset`).
 
     Returns:
         The optimizer, wrapped for loss scaling when `use_loss_scale`.
     """
     if optimizer_type not in OPTIMIZER_TYPES:
         raise ValueError(f"optimizer_type={optimizer_type!r} is not one of {OPTIMIZER_TYPES}")
-    schedule = WarmupLinearDecay(init_lr, num_train_steps, num_warmup_steps)
+    schedule = WarmupLinearDecay(init_lr, num_train_steps, num_warmup_steps,
+                                 learning_rate_step_offset)
     optimizer = _OPTIMIZER_CLASSES[optimizer_type](
         learning_rate=schedule, weight_decay_rate=weight_decay_rate, clip_norm=clip_norm,
         exclude_from_weight_decay=exclude_from_weight_decay)

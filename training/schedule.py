@@ -27,9 +27,13 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
         init_lr: Peak learning rate, `--learning_rate` of the original scripts.
         num_train_steps: Step at which the rate reaches 0 and stays there; positive.
         num_warmup_steps: Length of the linear warm-up; 0 turns warm-up off.
+        step_offset: Added to the step: 1 gives update t the rate of step t + 1, as the original
+            code's runs on CPU did (its step increment and its update are not ordered; the
+            fixture `optimizer/as_run`). 0, the default, follows the schedule as written.
     """
 
-    def __init__(self, init_lr: float, num_train_steps: int, num_warmup_steps: int = 0):
+    def __init__(self, init_lr: float, num_train_steps: int, num_warmup_steps: int = 0,
+                 step_offset: int = 0):
         if init_lr < 0:
             raise ValueError(f"init_lr must be >= 0, got init_lr={init_lr}")
         if num_train_steps <= 0:
@@ -41,6 +45,7 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
         self.init_lr = float(init_lr)
         self.num_train_steps = int(num_train_steps)
         self.num_warmup_steps = int(num_warmup_steps)
+        self.step_offset = int(step_offset)
 
     def __call__(self, step: tf.Tensor) -> tf.Tensor:
         """The learning rate for the update of global step `step` (0 for the first update).
@@ -53,7 +58,7 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
             float32 tensor, the shape of `step`.
         """
         init_lr = np.float32(self.init_lr)
-        step = tf.cast(step, tf.float32)
+        step = tf.cast(step, tf.float32) + np.float32(self.step_offset)
         decay_steps = np.float32(self.num_train_steps)
         # polynomial_decay, power 1, end 0: init_lr * (1 - min(step, decay_steps) / decay_steps).
         decay_fraction = tf.minimum(step, decay_steps) * (np.float32(1.0) / decay_steps)
@@ -70,4 +75,5 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
             "init_lr": self.init_lr,
             "num_train_steps": self.num_train_steps,
             "num_warmup_steps": self.num_warmup_steps,
+            "step_offset": self.step_offset,
         }
