@@ -198,7 +198,8 @@ class Trainer:
                 f"good checkpoint in {self.config.output_dir} is left as it was")
 
     def _learning_rate(self) -> float:
-        """The rate of the step just taken (the schedule at the current iteration count)."""
+        """The schedule at the current iteration count: after step t, the rate of update t+1
+        (Keras's convention, also TensorBoard's `learning_rate` here)."""
         return float(self.optimizer.learning_rate.numpy()) \
             if hasattr(self.optimizer.learning_rate, "numpy") else float("nan")
 
@@ -217,7 +218,8 @@ class Trainer:
 
 class StepLog:
     """`train_log.jsonl`: one JSON object per training step (step, losses and metrics,
-    learning_rate, examples_per_second of that step), so that runs compare curve against curve.
+    learning_rate as `Trainer._learning_rate`, examples_per_second of that step), so that runs
+    compare curve against curve.
 
     A resumed run first drops the lines after its checkpoint's step, which it is about to redo.
     """
