@@ -8,8 +8,10 @@ learned to high accuracy, with the best epoch's model kept and reloaded.
 import json
 import os
 import pathlib
+import signal
 import subprocess
 import sys
+import time
 
 import keras
 import numpy as np
@@ -22,6 +24,7 @@ from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from modeling.tf1_checkpoint import save_tf1_checkpoint
 from tests.conftest import REPO_ROOT
+from training.run_guards import exclusive_output_dir
 
 _SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 _MNLI_COLUMNS = ["index", "promptID", "pairID", "genre", "sentence1_binary_parse",
@@ -384,6 +387,60 @@ def test_learns_sst2_predicts_it_and_keeps_the_best_epoch(tiny_model, tmp_path):
                    init_checkpoint=output_dir / "best" / "model.ckpt", max_seq_length=32,
                    eval_batch_size=8))
     assert _eval_results(reloaded / "eval_results.txt") == pytest.approx(best, abs=1e-6)
+
+
+def _wait_for_step(output_dir: pathlib.Path, step: int, process: subprocess.Popen) -> None:
+    log = output_dir / "train_log.jsonl"
+    deadline = time.monotonic() + 300
+    while not (log.exists() and len(log.read_text().splitlines()) >= step):
+        assert process.poll() is None, process.communicate()[1][-3000:]
+        assert time.monotonic() < deadline, "training did not start"
+        time.sleep(0.2)
+
+
+def _popen(**flags) -> subprocess.Popen:
+    command = [sys.executable, str(REPO_ROOT / "run_classifier.py"), "--do_train"]
+    command += [f"--{name}={value}" for name, value in flags.items()]
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, cwd=REPO_ROOT)
+
+
+def test_sigterm_saves_the_step_and_a_rerun_ends_as_an_uninterrupted_run(tiny_model, tmp_path):
+    """Preemption: SIGTERM mid-run checkpoints the current step and exits saying so; rerunning
+    resumes without redoing a step. A run is refused a folder another run trains in."""
+    data_dir = tmp_path / "sst2"
+    data_dir.mkdir()
+    (data_dir / "train.tsv").write_text(synthetic_corpus.sst2_tsv(256, seed=11))
+    flags = {**tiny_model, "task_name": "sst2", "data_dir": data_dir, "max_seq_length": 32,
+             "train_batch_size": 8, "num_train_epochs": 12, "learning_rate": 1e-3,
+             "save_checkpoints_steps": 100000}
+    output_dir = tmp_path / "interrupted"
+    with exclusive_output_dir(str(output_dir)):  # as a run training there holds it
+        refused = _run("--do_train", output_dir=output_dir, **flags)
+    assert refused.returncode != 0
+    assert f"--output_dir={output_dir} is in use by another training run" in refused.stderr
+    assert not tf.train.latest_checkpoint(str(output_dir))
+    first = _popen(output_dir=output_dir, **flags)
+    _wait_for_step(output_dir, 3, first)
+    first.send_signal(signal.SIGTERM)
+    _, stderr = first.communicate(timeout=300)
+    assert first.returncode != 0
+    assert "interrupted by SIGTERM at step" in stderr, stderr[-3000:]
+    stopped_at = int(stderr.split("interrupted by SIGTERM at step ")[1].split("/")[0])
+    assert 3 <= stopped_at < 384
+    assert tf.train.latest_checkpoint(str(output_dir)).endswith(f"ckpt-{stopped_at}")
+    _check_ok(_run("--do_train", output_dir=output_dir, **flags))
+    steps = [json.loads(line)["step"]
+             for line in (output_dir / "train_log.jsonl").read_text().splitlines()]
+    assert steps == list(range(1, 385))  # 256 examples / 8 x 12 epochs, each step once
+    straight = tmp_path / "straight"
+    _check_ok(_run("--do_train", output_dir=straight, **flags))
+    resumed = tf.train.load_checkpoint(str(output_dir / "model.ckpt"))
+    expected = tf.train.load_checkpoint(str(straight / "model.ckpt"))
+    for name in expected.get_variable_to_shape_map():
+        np.testing.assert_allclose(resumed.get_tensor(name), expected.get_tensor(name),
+                                   atol=1e-6, err_msg=name)
 
 
 @pytest.mark.parametrize("args,flags,message", [

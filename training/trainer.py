@@ -6,10 +6,12 @@ that the replicas' gradients, summed by the strategy, are the gradients of the g
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
 import os
+import signal
 import sys
 import time
 from typing import Callable, Iterator
@@ -21,6 +23,7 @@ import tensorflow as tf
 from data.output_files import write_text_atomically
 from modeling.xla_choice import prefers_xla
 from training.checkpointing import TrainingCheckpoints
+from training.run_guards import StopSignals, TrainingInterrupted, exclusive_output_dir
 
 STEP_LOG_FILE = "train_log.jsonl"
 
@@ -139,7 +142,20 @@ class Trainer:
             dataset_fn: builds a replica's infinite, deterministic training dataset of
                 micro-batches for an input context.
             examples_per_step: the global batch size (for the examples/s figure).
+
+        Raises:
+            OutputDirInUseError: another run trains in the same output folder.
+            TrainingInterrupted: SIGTERM or SIGINT arrived; a checkpoint of the step was saved.
+            NonFiniteLossError: the loss or the weights became NaN or infinite.
         """
+        # One writer of the folder's files: the chief (a strategy's only worker outside
+        # multi-worker), which also locks it against a second run.
+        chief = self.strategy.extended.should_checkpoint
+        lock = exclusive_output_dir(self.config.output_dir) if chief else contextlib.nullcontext()
+        with lock, StopSignals() as stop:
+            return self._train(dataset_fn, examples_per_step, chief, stop)
+
+    def _train(self, dataset_fn, examples_per_step: int, chief: bool, stop: StopSignals) -> dict:
         iterator, checkpointable = self._iterator(dataset_fn)
         # Dropout's random-generator states, so that a resumed run draws the same masks.
         weights = {id(w) for w in self.model.weights}
@@ -159,9 +175,8 @@ class Trainer:
                 next(iterator)
         step_fn = self.make_step()
         writer = tf.summary.create_file_writer(f"{self.config.output_dir}/train")
-        # One writer of the step log: the chief (a strategy's only worker outside multi-worker).
         step_log = StepLog(os.path.join(self.config.output_dir, STEP_LOG_FILE), step) \
-            if self.strategy.extended.should_checkpoint else None
+            if chief else None
         log_steps = self.config.log_steps or max(1, min(100, self.config.num_train_steps // 10))
         logs, start, start_step = {}, time.monotonic(), step
         while step < self.config.num_train_steps:
@@ -182,9 +197,14 @@ class Trainer:
                 rate = (step - start_step) * examples_per_step / (now - start)
                 self._log(writer, step, logs, rate)
             if step % self.config.save_checkpoints_steps == 0 or \
-                    step == self.config.num_train_steps:
+                    step == self.config.num_train_steps or stop.received:
                 self._check_weights_finite(step)
-                checkpoints.save(step)
+                path = checkpoints.save(step)
+                if stop.received:
+                    raise TrainingInterrupted(
+                        f"interrupted by {signal.Signals(stop.received).name} at step {step}/"
+                        f"{self.config.num_train_steps}: checkpoint {path} written; rerun the "
+                        f"same command to resume from it")
         return logs
 
     def _check_weights_finite(self, step: int) -> None:
