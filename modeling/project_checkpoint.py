@@ -8,6 +8,7 @@ import keras
 import tensorflow as tf
 
 from modeling.encoder import BertEncoder
+from modeling.tf1_checkpoint import CorruptCheckpointError, readable_checkpoint
 
 OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
@@ -18,7 +19,8 @@ class ProjectCheckpointMismatchError(ValueError):
 
 def is_project_checkpoint(prefix: str) -> bool:
     """True for an object-based (TF2) checkpoint, False for a name-based (TF1) one."""
-    return OBJECT_GRAPH_KEY in tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+    with readable_checkpoint(prefix):
+        return OBJECT_GRAPH_KEY in tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
 
 
 def _bind(model: keras.Model) -> tf.train.Checkpoint:
@@ -32,17 +34,21 @@ def load_project_checkpoint(model: keras.Model, prefix: str) -> None:
     """Restores every variable of `model` from a project checkpoint, all or nothing.
 
     Raises:
-        ProjectCheckpointMismatchError: a variable the model needs is missing or has another shape;
-            the model's values are then those it had before the call.
+        ProjectCheckpointMismatchError: a variable the model needs is missing or has another shape.
+        CorruptCheckpointError: the checkpoint's files cannot be read.
+        Either way the model's values are then those it had before the call.
     """
     snapshot = [variable.numpy() for variable in model.weights]
     try:
-        status = _bind(model).read(prefix)
-        status.expect_partial()
-        status.assert_existing_objects_matched()
+        with readable_checkpoint(prefix):
+            status = _bind(model).read(prefix)
+            status.expect_partial()
+            status.assert_existing_objects_matched()
     except (AssertionError, ValueError) as error:
         for variable, value in zip(model.weights, snapshot):
             variable.assign(value)
+        if isinstance(error, CorruptCheckpointError):
+            raise
         raise ProjectCheckpointMismatchError(
             f"checkpoint {prefix} does not fit the model: {error}") from None
 

@@ -5,8 +5,10 @@ checkpoint with the same shape, or nothing is loaded and the error lists every o
 both shapes. Checkpoint variables the model does not use are named in a warning; optimizer state
 (`*/adam_m`, `*/adam_v`, `global_step`) is skipped silently.
 """
+import contextlib
 import logging
 import os
+from typing import Iterator
 
 import keras
 import numpy as np
@@ -19,6 +21,28 @@ WORD_EMBEDDINGS = "bert/embeddings/word_embeddings"
 
 class CheckpointMismatchError(ValueError):
     """The checkpoint does not hold what the model needs; raised before any variable changes."""
+
+
+class CorruptCheckpointError(ValueError):
+    """The checkpoint's files cannot be read (truncated, corrupted); nothing was loaded."""
+
+
+# What TensorFlow raises on a truncated or corrupted .index or .data file: a short read surfaces
+# as IndexError from the checkpoint reader, a checksum mismatch or a bad block as an OpError.
+_READ_ERRORS = (tf.errors.OpError, IndexError)
+
+
+@contextlib.contextmanager
+def readable_checkpoint(prefix: str) -> Iterator[None]:
+    """Turns TensorFlow's errors on unreadable checkpoint files into a CorruptCheckpointError
+    that names the checkpoint and the likely cause."""
+    try:
+        yield
+    except _READ_ERRORS as error:
+        cause = getattr(error, "message", None) or str(error) or type(error).__name__
+        raise CorruptCheckpointError(
+            f"checkpoint {prefix} cannot be read: {cause.strip()}. Its .index or .data file is "
+            "truncated or corrupt (an interrupted copy or download?); nothing was loaded") from None
 
 
 def resolve_checkpoint_prefix(path: str) -> str:
@@ -41,9 +65,10 @@ def resolve_checkpoint_prefix(path: str) -> str:
 def read_tf1_checkpoint(path: str) -> dict[str, np.ndarray]:
     """All variables of a TF1 checkpoint except optimizer state, as numpy arrays."""
     prefix = resolve_checkpoint_prefix(path)
-    reader = tf.train.load_checkpoint(prefix)
-    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
-            if not is_optimizer_state(name)}
+    with readable_checkpoint(prefix):
+        reader = tf.train.load_checkpoint(prefix)
+        return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
+                if not is_optimizer_state(name)}
 
 
 def load_tf1_checkpoint(model: keras.Model, path: str) -> list[str]:
@@ -59,6 +84,7 @@ def load_tf1_checkpoint(model: keras.Model, path: str) -> list[str]:
     Raises:
         CheckpointMismatchError: a needed variable is missing or has another shape; the vocabulary
             size of the config and of the checkpoint disagree.
+        CorruptCheckpointError: the checkpoint's files cannot be read.
     """
     return assign_tf1_values(model, read_tf1_checkpoint(path), f"checkpoint {path}")
 

@@ -1,3 +1,6 @@
+import pathlib
+import shutil
+
 import numpy as np
 import pytest
 
@@ -6,6 +9,7 @@ from modeling.config import BertConfig
 from modeling.pretrainer import BertPretrainer
 from modeling.project_checkpoint import ProjectCheckpointMismatchError, save_project_checkpoint
 from modeling.task_models import BertClassifier
+from modeling.tf1_checkpoint import CorruptCheckpointError
 from tests.modeling_fixtures import tiny_config, tiny_dir
 
 
@@ -45,3 +49,47 @@ def test_project_checkpoint_shape_mismatch_changes_nothing(tmp_path):
         load_checkpoint(model, str(tmp_path / "ckpt"))
     for variable, value in zip(model.weights, before):
         np.testing.assert_array_equal(variable.numpy(), value)
+
+
+def _damage(data_file, how: str) -> None:
+    data = bytearray(data_file.read_bytes())
+    if how == "truncated":
+        data = data[:len(data) // 2]
+    else:  # one bit flipped in the middle of the tensors' bytes
+        data[len(data) // 2] ^= 0x10
+    data_file.write_bytes(bytes(data))
+
+
+def _tf1_copy(fixtures_dir, folder):
+    source = tiny_dir(fixtures_dir)
+    folder.mkdir()
+    for path in source.glob("bert_model.ckpt*"):
+        shutil.copyfile(path, folder / path.name)
+    return folder / "bert_model.ckpt"
+
+
+@pytest.mark.parametrize("how", ["truncated", "bit_flip"])
+@pytest.mark.parametrize("checkpoint_format", [TF1, PROJECT])
+def test_a_damaged_checkpoint_is_named_and_nothing_is_loaded(fixtures_dir, tmp_path, how,
+                                                             checkpoint_format):
+    if checkpoint_format == TF1:
+        prefix = _tf1_copy(fixtures_dir, tmp_path / "tf1")
+    else:
+        prefix = save_project_checkpoint(BertPretrainer(tiny_config(fixtures_dir)),
+                                         str(tmp_path / "project" / "ckpt"))
+    (data_file,) = pathlib.Path(prefix).parent.glob("*.data-*")
+    _damage(data_file, how)
+    model = BertPretrainer(tiny_config(fixtures_dir))
+    before = [w.numpy() for w in model.weights]
+    with pytest.raises(CorruptCheckpointError, match=f"checkpoint {prefix} cannot be read: .*"
+                                                     "truncated or corrupt"):
+        load_checkpoint(model, str(prefix))
+    for value, weight in zip(before, model.weights):
+        np.testing.assert_array_equal(value, weight.numpy())
+
+
+def test_a_missing_index_file_is_named(fixtures_dir, tmp_path):
+    prefix = _tf1_copy(fixtures_dir, tmp_path / "tf1")
+    (tmp_path / "tf1" / "bert_model.ckpt.index").unlink()
+    with pytest.raises(FileNotFoundError, match=f"{prefix}.index does not exist"):
+        load_checkpoint(BertPretrainer(tiny_config(fixtures_dir)), str(prefix))
