@@ -24,7 +24,9 @@ def define_training_flags():
     flags.DEFINE_string("tpu", None, "TPU name or grpc:// address for --distribution_strategy=tpu.")
     flags.DEFINE_enum("dtype", "float32", ["float32", "mixed_bfloat16", "mixed_float16"],
                       "Compute precision; mixed_float16 uses dynamic loss scaling.")
-    flags.DEFINE_bool("use_xla", False, "Compile the training step with XLA.")
+    flags.DEFINE_bool("use_xla", None, "Compile the training step's forward and backward pass "
+                      "with XLA; --nouse_xla never. Default: where it is faster "
+                      "(modeling/xla_choice.py: GPUs and TPUs; bfloat16 on CPUs without AMX).")
     flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"],
                       "adamw: the original AdamWeightDecay; lamb: layer-wise adaptive, large batches.")
     flags.DEFINE_integer("gradient_accumulation_steps", 1,

@@ -71,7 +71,8 @@ class ThisProject:
                               jit_compile=prefers_xla(encoder.compute_dtype,
                                                       case.batch_size * case.seq_length,
                                                       case.model.hidden_size))
-        return lambda: forward(inputs)
+        # Reading one value back waits for the call to end on an accelerator too.
+        return lambda: forward(inputs)[0, 0, 0].numpy()
 
     def _train_step(self, case: Case, config, workdir: str) -> Callable[[], object]:
         import tensorflow as tf
@@ -123,8 +124,9 @@ def write_pretraining_records(case: Case, workdir: str, num_batches: int = 8) ->
 
 
 class Transformers:
-    """Hugging Face transformers' `BertModel` / `BertForPreTraining` on PyTorch (CPU), with its
-    default (SDPA) attention and the fused tanh GELU ("gelu_pytorch_tanh")."""
+    """Hugging Face transformers' `BertModel` / `BertForPreTraining` on PyTorch (the GPU when
+    PyTorch sees one, else the CPU), with its default (SDPA) attention and the fused tanh GELU
+    ("gelu_pytorch_tanh")."""
 
     name = "transformers (PyTorch)"
     framework = "torch"
@@ -137,20 +139,22 @@ class Transformers:
             num_hidden_layers=case.model.num_layers, num_attention_heads=case.model.num_heads,
             intermediate_size=case.model.intermediate_size, hidden_act="gelu_pytorch_tanh",
             type_vocab_size=2, layer_norm_eps=1e-12)
-        batch = {k: torch.from_numpy(v) for k, v in synthetic_batch(case).items()}
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        batch = {k: torch.from_numpy(v).to(device) for k, v in synthetic_batch(case).items()}
         inputs = dict(input_ids=batch["input_ids"].long(),
                       attention_mask=batch["input_mask"].long(),
                       token_type_ids=batch["segment_ids"].long())
         autocast = lambda: torch.autocast(  # noqa: E731
-            "cpu", dtype=torch.bfloat16, enabled=case.dtype == "bfloat16")
+            device, dtype=torch.bfloat16, enabled=case.dtype == "bfloat16")
         if case.mode == "forward":
-            model = transformers.BertModel(config, add_pooling_layer=True).eval()
+            model = transformers.BertModel(config, add_pooling_layer=True).to(device).eval()
 
             def forward():
                 with torch.inference_mode(), autocast():
-                    return model(**inputs).last_hidden_state
+                    # Reading one value back waits for the call to end on a GPU too.
+                    return model(**inputs).last_hidden_state[0, 0, 0].item()
             return forward
-        model = transformers.BertForPreTraining(config).train()
+        model = transformers.BertForPreTraining(config).to(device).train()
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01, eps=1e-6)
         positions = batch["masked_lm_positions"].long()
         index = positions[:, :, None].expand(-1, -1, case.model.hidden_size)
@@ -198,7 +202,8 @@ class KerasHub:
                   "padding_mask": batch["input_mask"]}
         if case.mode == "forward":
             forward = tf.function(lambda x: backbone(x, training=False)["sequence_output"])
-            return lambda: forward(inputs)
+            # Reading one value back waits for the call to end on an accelerator too.
+        return lambda: forward(inputs)[0, 0, 0].numpy()
         masked_lm = keras_hub.layers.MaskedLMHead(
             token_embedding=backbone.token_embedding, intermediate_activation="gelu",
             layer_norm_epsilon=1e-12)

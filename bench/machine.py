@@ -6,7 +6,7 @@ import os
 import platform
 
 # The CPU features that decide which kernels run (AMX and AVX-512 bfloat16 above all).
-ISA_FLAGS = ("avx512f", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16")
+ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16")
 PACKAGES = ("tensorflow", "keras", "keras-hub", "torch", "transformers")
 
 
