@@ -23,7 +23,7 @@ from absl import app, flags, logging
 import tensorflow as tf
 
 from data.output_files import write_eval_results
-from data.pretraining_dataset import count_records, pretraining_dataset
+from data.pretraining_dataset import count_records, damaged_records_named, pretraining_dataset
 from modeling.checkpoint_names import tf1_name
 from modeling.checkpoints import checkpoint_step, load_checkpoint
 from modeling.config import BertConfig
@@ -121,7 +121,8 @@ def _train(strategy, config: BertConfig) -> BertPretrainer:
                       common_flags.training_config_from_flags(FLAGS.num_train_steps,
                                                               default_log_steps=100),
                       metric_fn=_accuracy)
-    trainer.train(dataset_fn, FLAGS.train_batch_size)
+    with damaged_records_named(FLAGS.input_file):
+        trainer.train(dataset_fn, FLAGS.train_batch_size)
     if common_flags.is_chief(strategy):
         save_tf1_checkpoint(model, os.path.join(FLAGS.output_dir, "bert_model.ckpt"),
                             global_step=int(optimizer.iterations.numpy()),
@@ -163,16 +164,21 @@ def _eval_dataset() -> tf.data.Dataset:
 
 
 def _evaluate(model: BertPretrainer, global_step: int):
-    results = evaluate(
-        model, _eval_dataset(), pretraining_metric_sums,
-        lambda outputs, batch: pretraining_losses(
-            outputs, batch, use_next_sentence_label=FLAGS.use_next_sentence_label)["loss"],
-        max_steps=FLAGS.max_eval_steps)
+    with damaged_records_named(FLAGS.input_file):
+        results = _evaluate_records(model)
     results["global_step"] = global_step
     path = os.path.join(FLAGS.output_dir, "eval_results.txt")
     write_eval_results(path, results)
     for key in sorted(results):
         logging.info("eval: %s = %s", key, results[key])
+
+
+def _evaluate_records(model: BertPretrainer) -> dict:
+    return evaluate(
+        model, _eval_dataset(), pretraining_metric_sums,
+        lambda outputs, batch: pretraining_losses(
+            outputs, batch, use_next_sentence_label=FLAGS.use_next_sentence_label)["loss"],
+        max_steps=FLAGS.max_eval_steps)
 
 
 def main(_):

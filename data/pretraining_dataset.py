@@ -7,11 +7,14 @@ endlessly in full batches (`repeat=True`: the original's eval input, which wraps
 first record after the last; the caller takes the steps it wants) or once, with a last partial
 batch. Every stage is checkpointable, so `tf.train.Checkpoint(iterator=...)` resumes the
 exact stream. Records are checked before training starts: the first record of each file must
-hold the seven pretraining features with the expected lengths.
+hold the seven pretraining features with the expected lengths. A damaged record met later
+(`damaged_records_named`) is reported with its file and index.
 """
 from __future__ import annotations
 
-from typing import Sequence
+import contextlib
+import re
+from typing import Iterator, Sequence
 
 import tensorflow as tf
 
@@ -68,6 +71,39 @@ def check_pretraining_files(files: Sequence[str], max_seq_length: int,
         schema.check_example_fields(example.features.feature, fields, f"{path}, first record")
     if not any_record:
         raise ValueError(f"no record in {', '.join(files)}")
+
+
+@contextlib.contextmanager
+def damaged_records_named(input_patterns: str | Sequence[str]) -> Iterator[None]:
+    """Turns TensorFlow's DataLossError on a truncated or corrupted record, which gives a byte
+    offset but no file, into a ValueError naming the file, the record's index and its offset."""
+    try:
+        yield
+    except tf.errors.DataLossError as error:
+        damage = _DAMAGE.search(error.message)
+        what = damage.group(0) if damage else error.message
+        for path in expand_file_patterns(input_patterns):
+            readable = _readable_records(path)
+            if readable is not None:
+                raise ValueError(f"{path}: record {readable} (after {readable} readable ones) is "
+                                 f"damaged: {what}; the file is truncated or corrupt (an "
+                                 "interrupted copy?)") from None
+        raise ValueError(f"a damaged record in {input_patterns}: {what}") from None
+
+
+# TensorFlow's words for a damaged record: "truncated record at 19476", "corrupted record at 47".
+_DAMAGE = re.compile(r"(truncated|corrupted) record at \d+")
+
+
+def _readable_records(path: str) -> int | None:
+    """How many records of `path` read cleanly before a damaged one; None if none is damaged."""
+    count = 0
+    try:
+        for _ in tf.data.TFRecordDataset(path):
+            count += 1
+    except tf.errors.DataLossError:
+        return count
+    return None
 
 
 def count_records(input_patterns: str | Sequence[str], limit: int | None = None) -> int:

@@ -2,6 +2,8 @@
 corrupt checkpoints, NaN, two workers against one process."""
 import json
 import os
+import pathlib
+import re
 import signal
 import subprocess
 import time
@@ -254,3 +256,23 @@ def test_checkpoint_without_heads_initialises_the_encoder(records, fixtures_dir,
     assert "bert/encoder/layer_0/attention/self/query/kernel: checkpoint shape (128, 128)" \
         in result.stderr
     assert not (tmp_path / "bad" / "bert_model.ckpt.index").exists()
+
+
+@pytest.mark.parametrize("damage", ["truncated", "corrupted"])
+def test_a_damaged_record_is_named_with_its_file_and_index(records, tmp_path, damage):
+    data = bytearray(pathlib.Path(records).read_bytes())
+    if damage == "truncated":  # an interrupted copy
+        data = data[:len(data) * 2 // 5]
+    else:
+        data[len(data) // 10] ^= 0xFF
+    damaged = tmp_path / "damaged.tfrecord"
+    damaged.write_bytes(bytes(data))
+    output_dir = tmp_path / "out"
+    config = write_config(tmp_path)
+    # 10 steps of 8 need more records than the file holds before the damage.
+    result = run(command(str(damaged), str(output_dir), config, num_train_steps=10,
+                         save_checkpoints_steps=100), check=False)
+    assert result.returncode != 0
+    assert re.search(rf"{damaged}: record \d+ \(after \d+ readable ones\) is damaged: {damage} "
+                     r"record at \d+", result.stderr), result.stderr[-3000:]
+    assert not list(output_dir.glob("ckpt-*"))
