@@ -237,7 +237,7 @@ def run_transformers(task: FineTuneTask, seed: int, hf_dir: str, data: dict, run
 
 # SQuAD prediction: this project's log line "predicted N questions in S s, R questions/s
 # (features F s, model M s, answers A s)".
-_SQUAD_TIMING = re.compile(r"predicted (\d+) questions in ([\d.]+) s, ([\d.]+) questions/s "
+SQUAD_TIMING = re.compile(r"predicted (\d+) questions in ([\d.]+) s, ([\d.]+) questions/s "
                            r"\(features ([\d.]+) s, model ([\d.]+) s, answers ([\d.]+) s\)")
 
 
@@ -252,7 +252,7 @@ def run_squad_this_project(task: FineTuneTask, bert: str, data: dict, run_dir: s
                  f"--predict_file={data['squad_predict']}", "--doc_stride=128",
                  f"--predict_batch_size={EVAL_BATCH_SIZE}"], log_path)
     with open(log_path, encoding="utf-8") as f:
-        questions, seconds, rate, features, model, answers = _SQUAD_TIMING.findall(f.read())[-1]
+        questions, seconds, rate, features, model, answers = SQUAD_TIMING.findall(f.read())[-1]
     with open(os.path.join(output_dir, "eval_results.json"), encoding="utf-8") as f:
         results = json.load(f)
     return {**results, "questions": int(questions), "predict_seconds": float(seconds),

@@ -98,3 +98,24 @@ def test_the_transformers_run_labels_the_words_this_project_labels(uncased_vocab
     np.testing.assert_array_equal(encodings["input_ids"].numpy(), ours.input_ids)
     hf_labels = encodings["labels"].numpy()
     np.testing.assert_array_equal(np.where(hf_labels == -100, -1, hf_labels), ours.label_ids)
+
+
+def test_the_transformers_answer_is_the_best_span_inside_the_context(uncased_vocab, tmp_path):
+    transformers = pytest.importorskip("transformers")
+    from bench.hf_finetune import _best_spans
+    shutil.copyfile(uncased_vocab, tmp_path / "vocab.txt")
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(
+        {"do_lower_case": True, "tokenizer_class": "BertTokenizer"}))
+    tokenizer = transformers.BertTokenizerFast.from_pretrained(str(tmp_path))
+    questions = [("q1", "who came?", "The old man came home late.")]
+    encoded = tokenizer(["who came?"], ["The old man came home late."], truncation="only_second",
+                        max_length=32, stride=8, return_overflowing_tokens=True,
+                        return_offsets_mapping=True, padding="max_length")
+    tokens = encoded.tokens(0)
+    start_logits, end_logits = np.zeros((1, 32)), np.zeros((1, 32))
+    # The best pair overall starts in the question: it must lose to "old man".
+    start_logits[0, tokens.index("who")], end_logits[0, tokens.index("came")] = 9.0, 9.0
+    start_logits[0, tokens.index("old")], end_logits[0, tokens.index("man")] = 5.0, 5.0
+    answers = _best_spans(encoded, {"start_logits": start_logits, "end_logits": end_logits},
+                          questions, max_answer_length=30)
+    assert answers == {"q1": "old man"}

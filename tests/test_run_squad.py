@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bench.finetune_real_weights import SQUAD_TIMING
 from data import squad_metrics
 from data.squad_examples import load_squad_json, read_squad_examples
 from data.squad_features import convert_examples_to_features, features_to_arrays
@@ -191,12 +192,17 @@ def test_predict_only_with_the_original_fine_tuned_checkpoint(fixtures_dir, unca
     tiny = fixtures_dir / "original" / "tiny"
     dev_file = fixtures_dir / "squad" / "inputs" / "dev-v2.0.json"
     out = tmp_path / "out"
-    check_success(run_squad(
+    result = run_squad(
         f"--vocab_file={uncased_vocab}", f"--bert_config_file={tiny / 'bert_config.json'}",
         f"--init_checkpoint={tiny / 'squad' / 'model.ckpt'}", "--do_predict",
         f"--predict_file={dev_file}", "--version_2_with_negative", *WINDOW_FLAGS,
-        f"--output_dir={out}"))
+        f"--output_dir={out}")
+    check_success(result)
     check_prediction_files(out, dev_file, 20, version_2=True)
+    # The timing line, as the fine-tuning benchmark reads it.
+    questions, seconds, *parts = SQUAD_TIMING.findall(result.stderr)[-1]
+    assert int(questions) == len(question_ids(dev_file))
+    assert sum(float(p) for p in parts[1:]) == pytest.approx(float(seconds), abs=0.2)
     check_same_predictions(out, predictions_from_parts(
         tiny / "bert_config.json", tiny / "squad" / "model.ckpt", dev_file, uncased_vocab,
         version_2=True))
