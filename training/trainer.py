@@ -175,8 +175,10 @@ class Trainer:
                 next(iterator)
         step_fn = self.make_step()
         writer = tf.summary.create_file_writer(f"{self.config.output_dir}/train")
+        # Appending needs a local file system (not `gs://`, whose objects are written whole).
+        local = "://" not in self.config.output_dir
         step_log = StepLog(os.path.join(self.config.output_dir, STEP_LOG_FILE), step) \
-            if chief else None
+            if chief and local else None
         log_steps = self.config.log_steps or max(1, min(100, self.config.num_train_steps // 10))
         logs, start, start_step = {}, time.monotonic(), step
         while step < self.config.num_train_steps:
