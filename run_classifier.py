@@ -106,6 +106,9 @@ def _read_splits(task: glue_tasks.GlueTask) -> dict[str, list[InputExample]]:
             continue
         examples[split.name] = glue_tasks.read_examples(task, FLAGS.data_dir, split.name,
                                                         FLAGS.xnli_language)
+        if not examples[split.name]:
+            raise ValueError(f"{path}: no {task.name} examples in the {split.name} file (empty, "
+                             "or only a header)")
     return examples
 
 

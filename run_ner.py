@@ -116,6 +116,9 @@ def _read_splits() -> dict[str, tuple[str, conll.ConllData]]:
     for split in (split for split, needed in wanted.items() if needed):
         path = _split_path(split)
         splits[split] = (path, conll.read_conll_file(path, FLAGS.tag_scheme))
+        if not splits[split][1].sentences:
+            raise ValueError(f"{path}: no sentences in the {split} file (empty, or only "
+                             "-DOCSTART- lines)")
     return splits
 
 

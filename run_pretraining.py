@@ -23,7 +23,9 @@ from absl import app, flags, logging
 import tensorflow as tf
 
 from data.output_files import write_eval_results
-from data.pretraining_dataset import count_records, damaged_records_named, pretraining_dataset
+from data.pretraining_dataset import (check_pretraining_files, count_records,
+                                      damaged_records_named, expand_file_patterns,
+                                      pretraining_dataset)
 from modeling.checkpoint_names import tf1_name
 from modeling.checkpoints import checkpoint_step, load_checkpoint
 from modeling.config import BertConfig
@@ -184,6 +186,9 @@ def _evaluate_records(model: BertPretrainer) -> dict:
 def main(_):
     config = BertConfig.from_json_file(FLAGS.bert_config_file)
     _check_flags(config)
+    # Unreadable or mismatched input fails here, before the output folder is touched.
+    check_pretraining_files(expand_file_patterns(FLAGS.input_file), FLAGS.max_seq_length,
+                            FLAGS.max_predictions_per_seq)
     tf.io.gfile.makedirs(FLAGS.output_dir)
     strategy = common_flags.setup_from_flags()
     common_flags.check_batch_size("train_batch_size", FLAGS.train_batch_size, strategy)
