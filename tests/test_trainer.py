@@ -1,14 +1,17 @@
 """The training loop: gradient accumulation, resumption and the step log, on a tiny classifier."""
 import json
+import resource
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from modeling import losses
 from modeling.config import BertConfig
 from modeling.task_models import BertClassifier, BertSpanLabeler
 from training import fine_tuning
+from training.checkpointing import CheckpointWriteError
 from training.optimizer import create_optimizer
 from training.trainer import STEP_LOG_FILE, TrainingConfig
 
@@ -108,3 +111,20 @@ def test_every_step_is_logged_once_with_its_learning_rate_even_after_a_crash(tmp
     assert [r["step"] for r in resumed] == list(range(1, 13))
     np.testing.assert_allclose([r["loss"] for r in resumed], [r["loss"] for r in records],
                                atol=1e-5)
+
+
+def test_a_checkpoint_that_cannot_be_written_is_named_and_the_previous_one_stays(tmp_path):
+    """A full disk or a file-size limit (RLIMIT_FSIZE, EFBIG) while saving step 6."""
+    _train(tmp_path, 3)
+    (data_file,) = tmp_path.glob("ckpt-3.data-*")
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (data_file.stat().st_size // 2, hard))
+    try:
+        with pytest.raises(CheckpointWriteError, match=rf"writing checkpoint {tmp_path}/ckpt-6 "
+                                                        r"failed: .*File too large.*ckpt-3"):
+            _train(tmp_path, 6)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert not list(tmp_path.glob("ckpt-6*"))
+    assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-3")
+    tf.train.load_checkpoint(str(tmp_path / "ckpt-3")).get_variable_to_shape_map()

@@ -8,9 +8,14 @@ from __future__ import annotations
 
 import glob
 import os
+import shutil
 
 from absl import logging
 import tensorflow as tf
+
+
+class CheckpointWriteError(OSError):
+    """A training checkpoint could not be written; nothing half-written is left."""
 
 
 class TrainingCheckpoints:
@@ -30,8 +35,26 @@ class TrainingCheckpoints:
         self.directory = directory
 
     def save(self, step: int) -> str:
-        """Writes `ckpt-<step>`; the state file is updated only after the files are complete."""
-        return self.manager.save(checkpoint_number=step)
+        """Writes `ckpt-<step>`; the state file is updated only after the files are complete.
+
+        Raises:
+            CheckpointWriteError: the files could not be written (a full disk, a file-size
+                limit, a read-only folder); what was half-written is removed, and the previous
+                checkpoints stay as they were.
+        """
+        try:
+            return self.manager.save(checkpoint_number=step)
+        except (tf.errors.OpError, OSError) as error:
+            prefix = os.path.join(self.directory, f"ckpt-{step}")
+            for partial in glob.glob(f"{prefix}_temp*") + glob.glob(f"{prefix}.*"):
+                if os.path.isdir(partial):
+                    shutil.rmtree(partial, ignore_errors=True)
+                else:
+                    os.remove(partial)
+            cause = (getattr(error, "message", None) or str(error)).split("} ")[-1]
+            raise CheckpointWriteError(
+                f"writing checkpoint {prefix} failed: {cause.strip()}; the previous checkpoint "
+                f"({self.manager.latest_checkpoint or 'none'}) is intact") from None
 
     def restore_latest(self) -> str | None:
         """Restores the newest readable checkpoint; returns its path, or None when there is none."""
