@@ -8,6 +8,8 @@ learned to high accuracy, with the best epoch's model kept and reloaded.
 import json
 import os
 import pathlib
+import re
+import resource
 import signal
 import subprocess
 import sys
@@ -441,6 +443,30 @@ def test_sigterm_saves_the_step_and_a_rerun_ends_as_an_uninterrupted_run(tiny_mo
     for name in expected.get_variable_to_shape_map():
         np.testing.assert_allclose(resumed.get_tensor(name), expected.get_tensor(name),
                                    atol=1e-6, err_msg=name)
+
+
+def test_a_file_size_limit_while_checkpointing_is_named_and_leaves_no_partial_files(tiny_model,
+                                                                                  tmp_path):
+    """EFBIG, as a full disk would: the error names the checkpoint and the cause."""
+    data_dir = tmp_path / "sst2"
+    data_dir.mkdir()
+    (data_dir / "train.tsv").write_text(synthetic_corpus.sst2_tsv(16, seed=11))
+    limit = pathlib.Path(tiny_model["init_checkpoint"] + ".data-00000-of-00001").stat().st_size
+    output_dir = tmp_path / "out"
+
+    def small_files():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit // 2, resource.RLIM_INFINITY))
+    command = [sys.executable, str(REPO_ROOT / "run_classifier.py"), "--do_train",
+               "--task_name=sst2", f"--data_dir={data_dir}", f"--output_dir={output_dir}",
+               "--max_seq_length=32", "--train_batch_size=8", "--num_train_epochs=1",
+               *(f"--{k}={v}" for k, v in tiny_model.items())]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=REPO_ROOT,
+                            preexec_fn=small_files,
+                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert result.returncode != 0
+    assert re.search(rf"writing checkpoint {output_dir}/ckpt-2 failed: .*File too large",
+                     result.stderr), result.stderr[-3000:]
+    assert not list(output_dir.glob("ckpt-*")) and not (output_dir / "model.ckpt.index").exists()
 
 
 @pytest.mark.parametrize("args,flags,message", [
