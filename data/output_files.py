@@ -21,9 +21,12 @@ def write_text_atomically(path: str | os.PathLike, text: str) -> None:
         with open(temp_path, "x", encoding="utf-8", newline="\n") as f:
             f.write(text)
         os.replace(temp_path, path)
-    except BaseException:
+    except BaseException as error:
         if os.path.exists(temp_path):
             os.unlink(temp_path)
+        if isinstance(error, OSError) and not error.filename:
+            # A failed write (full disk, file-size limit) names no file: name the output.
+            raise OSError(error.errno, f"writing {path} failed: {error.strerror}") from None
         raise
 
 
