@@ -15,6 +15,7 @@ gone (`remove_stale_temporary_files`).
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import re
@@ -189,15 +190,27 @@ class AtomicRecordFile:
 
     def write_framed(self, framed_records: Sequence[bytes]) -> None:
         """Appends records already framed by `frame_records`."""
-        self._file.write(b"".join(framed_records))
+        with self._naming_failures():
+            self._file.write(b"".join(framed_records))
         self.num_records += len(framed_records)
 
     def commit(self) -> None:
         """Flushes the data to disk and gives the file its final name."""
-        self._file.flush()
-        os.fsync(self._file.fileno())
-        self._file.close()
-        os.replace(self._temp_path, self.path)
+        with self._naming_failures():
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            self._file.close()
+            os.replace(self._temp_path, self.path)
+
+    @contextlib.contextmanager
+    def _naming_failures(self):
+        """A failed write (full disk, file-size limit) names no file: name the output."""
+        try:
+            yield
+        except OSError as error:
+            if error.filename:
+                raise
+            raise OSError(error.errno, f"writing {self.path} failed: {error.strerror}") from None
 
     def abort(self) -> None:
         """Closes and deletes the temporary file; the final path is left untouched."""

@@ -2,6 +2,8 @@
 errors before any output, the summary, the temporary files of killed runs."""
 import json
 import pathlib
+import re
+import resource
 import signal
 import subprocess
 import sys
@@ -123,6 +125,25 @@ def test_interrupted_run_leaves_no_output(tmp_path, uncased_vocab):
     with pytest.raises(ValueError, match="lacks"):
         _write([tmp_path / "corpus.txt"], [tmp_path / "a.tfrecord"], bad_vocab)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt", "vocab.txt"]
+
+
+def test_a_full_disk_names_the_output_and_keeps_the_earlier_file(tmp_path, fixtures_dir,
+                                                               uncased_vocab):
+    """A file-size limit (EFBIG) as a full disk (ENOSPC) would: no partial file is left."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "a.tfrecord").write_text("the user's earlier file\n")
+
+    def small_files():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, resource.RLIM_INFINITY))
+    args = _kill_test_args(fixtures_dir, tmp_path, uncased_vocab, out) + ["--num_workers=1"]
+    result = subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True,
+                            cwd=REPO_ROOT, timeout=300, preexec_fn=small_files)
+    assert result.returncode != 0
+    assert re.search(rf"writing {out}/[ab].tfrecord failed: File too large", result.stderr), \
+        result.stderr[-3000:]
+    assert sorted(p.name for p in out.iterdir()) == ["a.tfrecord"]
+    assert (out / "a.tfrecord").read_text() == "the user's earlier file\n"
 
 
 def _kill_test_args(fixtures_dir, tmp_path, uncased_vocab, out):
