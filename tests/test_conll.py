@@ -153,3 +153,12 @@ def test_real_conll2003_counts(shared_data_dir, split, documents, sentences, tok
     assert found == entities
     assert conll.label_list(conll.entity_types(data)) == [
         "O", "B-LOC", "I-LOC", "B-MISC", "I-MISC", "B-ORG", "I-ORG", "B-PER", "I-PER"]
+
+
+def test_empty_documents_and_a_missing_final_blank_line(tmp_path):
+    path = _write(tmp_path, "-DOCSTART- -X- -X- O\n\n-DOCSTART- -X- -X- O\n\n"
+                            "EU NNP B-NP B-ORG\nrejects VBZ B-VP O\n\n"
+                            "Peter NNP B-NP B-PER\nBlackburn NNP I-NP I-PER")
+    data = conll.read_conll_file(path)
+    assert [s.words for s in data.sentences] == [["EU", "rejects"], ["Peter", "Blackburn"]]
+    assert [s.tags for s in data.sentences] == [["B-ORG", "O"], ["B-PER", "I-PER"]]

@@ -208,3 +208,18 @@ def test_table_is_consistent():
     assert submission_files == {"CoLA.tsv", "SST-2.tsv", "MRPC.tsv", "STS-B.tsv", "QQP.tsv",
                                 "MNLI-m.tsv", "MNLI-mm.tsv", "QNLI.tsv", "RTE.tsv", "WNLI.tsv",
                                 "AX.tsv"}
+
+
+def test_windows_line_endings_and_a_byte_order_mark_read_as_plain_files(tmp_path):
+    rows = ["index\tsentence1\tsentence2\tlabel", "0\tthe cat\ta cat\tentailment",
+            "1\tthe dog\ta dog\tnot_entailment"]
+    plain = tmp_path / "plain"
+    windows = tmp_path / "windows"
+    plain.mkdir()
+    windows.mkdir()
+    (plain / "train.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    (windows / "train.tsv").write_bytes(("\ufeff" + "\r\n".join(rows) + "\r\n").encode("utf-8"))
+    expected = read_examples(get_task("rte"), plain, "train")
+    assert [(e.text_a, e.text_b, e.label) for e in expected] == [
+        ("the cat", "a cat", "entailment"), ("the dog", "a dog", "not_entailment")]
+    assert read_examples(get_task("rte"), windows, "train") == expected
