@@ -186,11 +186,12 @@ def _evaluate_records(model: BertPretrainer) -> dict:
 def main(_):
     config = BertConfig.from_json_file(FLAGS.bert_config_file)
     _check_flags(config)
+    # The strategy first: multi-worker collectives must be set up before any TensorFlow op.
+    strategy = common_flags.setup_from_flags()
     # Unreadable or mismatched input fails here, before the output folder is touched.
     check_pretraining_files(expand_file_patterns(FLAGS.input_file), FLAGS.max_seq_length,
                             FLAGS.max_predictions_per_seq)
     tf.io.gfile.makedirs(FLAGS.output_dir)
-    strategy = common_flags.setup_from_flags()
     common_flags.check_batch_size("train_batch_size", FLAGS.train_batch_size, strategy)
     model = _train(strategy, config) if FLAGS.do_train else None
     if FLAGS.do_eval:

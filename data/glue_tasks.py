@@ -170,11 +170,7 @@ TASKS: dict[str, GlueTask] = {task.name: task for task in (
     GlueTask("xnli", _NLI, ACCURACY, (
         _labelled("train", 0, 1, 2, file_name="multinli/multinli.train.{language}.tsv",
                   skip_malformed=True),
-        _labelled("dev", 6, 7, 1, file_name="xnli.dev.tsv", language_column=0),
-        # The XNLI release's labelled test file, predicted when present (no GLUE server file).
-        SplitSpec(name="test", role="predict", file_name="xnli.test.tsv", guid_prefix="test",
-                  text_a_column=6, text_b_column=7, label_column=1, language_column=0,
-                  optional=True)),
+        _labelled("dev", 6, 7, 1, file_name="xnli.dev.tsv", language_column=0)),
         label_aliases=(("contradictory", "contradiction"),)),
 )}
 

@@ -330,7 +330,7 @@ def test_mnli_without_mismatched_files_evaluates_and_predicts_the_matched_ones(
     for name in ("dev_mismatched", "test_mismatched"):
         assert f"mnli {name}: {data_dir / name}.tsv does not exist; skipping" in result.stderr
     assert sorted(path.name for path in output_dir.iterdir()) == [
-        "MNLI-m.tsv", "eval_results.txt", "test_results.tsv"]
+        "MNLI-m.tsv", "eval", "eval_results.txt", "test_results.tsv"]
     np.testing.assert_allclose(_test_results(output_dir / "test_results.tsv"),
                                [reference["probabilities"]], atol=1e-5)
 
