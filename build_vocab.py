@@ -15,7 +15,7 @@ from absl import app
 from absl import flags
 from absl import logging
 
-from data import pretraining_corpus
+from data.pretraining import corpus as pretraining_corpus
 from data import tokenization
 from data import wordpiece_vocab
 

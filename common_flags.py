@@ -26,7 +26,7 @@ def define_training_flags():
                       "Compute precision; mixed_float16 uses dynamic loss scaling.")
     flags.DEFINE_bool("use_xla", None, "Compile the training step's forward and backward pass "
                       "with XLA; --nouse_xla never. Default: where it is faster "
-                      "(modeling/xla_choice.py: GPUs and TPUs; bfloat16 on CPUs without AMX).")
+                      "(training/xla_choice.py: GPUs and TPUs; bfloat16 on CPUs without AMX).")
     flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"],
                       "adamw: the original AdamWeightDecay; lamb: layer-wise adaptive, large batches.")
     flags.DEFINE_integer("gradient_accumulation_steps", 1,

@@ -8,9 +8,9 @@ bit-identical. The output folder must be absent or empty and is written all or n
 """
 from absl import app, flags
 
-from modeling.checkpoint_formats import (DESCRIPTIONS, FORMATS, check_output_folder,
+from modeling.checkpoints.formats import (DESCRIPTIONS, FORMATS, check_output_folder,
                                          detect_format, read_model, write_model)
-from modeling.heads_detection import HEAD_NAMES
+from modeling.checkpoints.heads import HEAD_NAMES
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input", None, "Checkpoint prefix, or the folder holding the checkpoint.")

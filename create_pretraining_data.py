@@ -22,12 +22,12 @@ from absl import app
 from absl import flags
 from absl import logging
 
-from data import masked_lm_sampling
-from data import pretraining_chunks
-from data import pretraining_corpus
-from data import pretraining_writer
+from data.pretraining import masked_lm
+from data.pretraining import chunks as pretraining_chunks
+from data.pretraining import corpus as pretraining_corpus
+from data.pretraining import writer
 from data import tokenization
-from data.pretraining_instances import PretrainingConfig
+from data.pretraining.instances import PretrainingConfig
 
 FLAGS = flags.FLAGS
 
@@ -107,16 +107,16 @@ def _settings() -> pretraining_chunks.ChunkSettings:
         dupe_factor=FLAGS.dupe_factor, do_whole_word_mask=FLAGS.do_whole_word_mask)
     config.validate()
     vocab = tokenization.load_vocab(FLAGS.vocab_file)
-    masked_lm_sampling.MaskingVocab.from_vocab(vocab, FLAGS.vocab_file)
+    masked_lm.MaskingVocab.from_vocab(vocab, FLAGS.vocab_file)
     return pretraining_chunks.ChunkSettings(FLAGS.vocab_file, FLAGS.do_lower_case, config,
                                             FLAGS.random_seed)
 
 
-def _options() -> pretraining_writer.WriterOptions:
+def _options() -> writer.WriterOptions:
     num_workers = FLAGS.num_workers
     if num_workers is None:
         num_workers = len(os.sched_getaffinity(0))
-    options = pretraining_writer.WriterOptions(
+    options = writer.WriterOptions(
         num_workers=num_workers, chunk_bytes=FLAGS.chunk_bytes,
         min_chunk_documents=FLAGS.min_chunk_documents,
         shuffle_buffer_size=FLAGS.shuffle_buffer_size,
@@ -141,7 +141,7 @@ def main(argv: list[str]) -> None:
     logging.info("*** Reading from %d input files (%s) with %d workers ***",
                  len(input_files), ", ".join(input_files[:5]) + (
                      ", ..." if len(input_files) > 5 else ""), options.num_workers)
-    summary = pretraining_writer.write_pretraining_records(
+    summary = writer.write_pretraining_records(
         input_files, output_files, settings, options, log=logging.info)
     for line in summary.format().splitlines():
         logging.info(line)

@@ -12,7 +12,7 @@ import time
 
 from absl import app, flags
 
-from data import synthetic_corpus, synthetic_squad, synthetic_swag_ner
+from synthetic import corpus as synthetic_corpus, squad as synthetic_squad, swag_ner
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("output_dir", "demo_output", "Where every stage writes.")
@@ -107,7 +107,7 @@ def answer_questions(out: str, vocab: str, config: str, checkpoint: str) -> None
 
 
 def choose_endings(out: str, vocab: str, config: str, checkpoint: str) -> None:
-    data_dir = synthetic_swag_ner.write_swag_files(os.path.join(out, "swag"))
+    data_dir = swag_ner.write_swag_files(os.path.join(out, "swag"))
     output_dir = os.path.join(out, "swag_output")
     run("fine-tune multiple choice (SWAG format)", "run_swag.py", do_train=True, do_eval=True,
         do_predict=True, data_dir=data_dir, vocab_file=vocab, bert_config_file=config,
@@ -118,7 +118,7 @@ def choose_endings(out: str, vocab: str, config: str, checkpoint: str) -> None:
 
 
 def tag_entities(out: str, vocab: str, config: str, checkpoint: str) -> None:
-    data_dir = synthetic_swag_ner.write_conll_files(os.path.join(out, "conll"))
+    data_dir = swag_ner.write_conll_files(os.path.join(out, "conll"))
     common = dict(data_dir=data_dir, vocab_file=vocab, bert_config_file=config,
                   init_checkpoint=checkpoint, do_lower_case=True, max_seq_length=64,
                   do_train=True, do_eval=True, do_predict=True, train_batch_size=16,

@@ -16,8 +16,8 @@ import json
 import sys
 from typing import Any, Callable, Sequence
 
-from data import squad_metrics
-from data.squad_examples import load_squad_json
+from data.squad import metrics as squad_metrics
+from data.squad.examples import load_squad_json
 
 
 def _parse_args(argv: Sequence[str] | None) -> tuple[argparse.ArgumentParser, argparse.Namespace]:

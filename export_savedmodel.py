@@ -17,10 +17,10 @@ import tensorflow as tf
 
 from data import tokenization
 from data.text_tokenizer import TextTokenizer
-from modeling.checkpoint_formats import (DESCRIPTIONS, FORMATS, atomic_output_folder,
+from modeling.checkpoints.formats import (DESCRIPTIONS, FORMATS, atomic_output_folder,
                                          check_output_folder, detect_format, read_model)
-from modeling.heads_detection import HEAD_NAMES
-from modeling.serving import EncoderServer, Preprocessor, TextModelServer
+from modeling.checkpoints.heads import HEAD_NAMES
+from serving.servers import EncoderServer, Preprocessor, TextModelServer
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input", None, "Checkpoint prefix or folder, in any format.")

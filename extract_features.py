@@ -15,10 +15,10 @@ import common_flags
 from data import tokenization
 from data.feature_extraction import (convert_example, features_to_arrays, format_output_line,
                                      parse_layer_indexes, read_examples)
-from data.progress import Progress
+from utils.progress import Progress
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
-from modeling.tf1_checkpoint import load_tf1_checkpoint
+from modeling.checkpoints.tf1 import load_tf1_checkpoint
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None, "Text file, one example a line; `a ||| b` for pairs.")

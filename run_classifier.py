@@ -25,11 +25,12 @@ from absl import app, flags, logging
 import numpy as np
 import tensorflow as tf
 
-from data import glue_tasks, tokenization
-from data.classification_metrics import loss_metrics, task_metrics
-from data.classifier_features import InputExample, convert_examples_to_features, features_to_arrays
-from data.glue_submission import write_submission, write_test_results
-from data.output_files import write_eval_results
+from data.classifier import glue_tasks
+from data import tokenization
+from data.classifier.metrics import loss_metrics, task_metrics
+from data.classifier.features import InputExample, convert_examples_to_features, features_to_arrays
+from data.classifier.glue_submission import write_submission, write_test_results
+from utils.output_files import write_eval_results
 from modeling import losses
 from modeling.config import BertConfig
 from modeling.task_models import BertClassifier

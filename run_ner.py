@@ -29,16 +29,17 @@ import numpy as np
 import tensorflow as tf
 
 import common_flags
-from data import conll, ner_features, ner_metrics, tokenization
+from data.ner import conll, features as ner_features, metrics
+from data import tokenization
 from data.feature_extraction import parse_layer_indexes
-from data.output_files import write_eval_results, write_text_atomically
+from utils.output_files import write_eval_results, write_text_atomically
 from modeling import losses
 from modeling.bilstm_tagger import BiLstmTagger
-from modeling.checkpoints import load_checkpoint
+from modeling.checkpoints.loading import load_checkpoint
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from modeling.task_models import BertTokenClassifier
-from modeling.tf1_checkpoint import save_tf1_checkpoint
+from modeling.checkpoints.tf1 import save_tf1_checkpoint
 from training import feature_cache, fine_tuning
 
 FLAGS = flags.FLAGS
@@ -274,7 +275,7 @@ def _tag_feature_based(tagger: BiLstmTagger, config: BertConfig, path: str,
     return ner_features.predicted_word_tags(features, predicted, labels), loss
 
 
-def _results(evaluation: ner_metrics.NerEvaluation, loss: float, global_step: int) -> dict:
+def _results(evaluation: metrics.NerEvaluation, loss: float, global_step: int) -> dict:
     results = {"eval_precision": evaluation.overall.precision / 100,
                "eval_recall": evaluation.overall.recall / 100,
                "eval_f1": evaluation.overall.f1 / 100,
@@ -296,13 +297,13 @@ def _evaluate(model, config, split: str, path: str, data: conll.ConllData,
     else:
         tags, loss = _tag_fine_tuned(model, features, labels, batch_size)
     sentences = data.sentences
-    evaluation = ner_metrics.evaluate_ner([s.tags for s in sentences], tags)
+    evaluation = metrics.evaluate_ner([s.tags for s in sentences], tags)
     ner_features.write_conll_predictions(
         os.path.join(FLAGS.output_dir, f"predictions_{split}.txt"), sentences, tags)
-    ner_metrics.write_report(os.path.join(FLAGS.output_dir, f"conlleval_{split}.txt"), evaluation)
+    metrics.write_report(os.path.join(FLAGS.output_dir, f"conlleval_{split}.txt"), evaluation)
     write_eval_results(os.path.join(FLAGS.output_dir, _RESULTS[split]),
                        _results(evaluation, loss, global_step))
-    print(f"***** {split} ({path}) *****\n{ner_metrics.format_report(evaluation)}", flush=True)
+    print(f"***** {split} ({path}) *****\n{metrics.format_report(evaluation)}", flush=True)
 
 
 def main(_):

@@ -22,16 +22,16 @@ import os
 from absl import app, flags, logging
 import tensorflow as tf
 
-from data.output_files import write_eval_results
-from data.pretraining_dataset import (check_pretraining_files, count_records,
+from utils.output_files import write_eval_results
+from data.pretraining.dataset import (check_pretraining_files, count_records,
                                       damaged_records_named, expand_file_patterns,
                                       pretraining_dataset)
-from modeling.checkpoint_names import tf1_name
-from modeling.checkpoints import checkpoint_step, load_checkpoint
+from modeling.checkpoints.names import tf1_name
+from modeling.checkpoints.loading import checkpoint_step, load_checkpoint
 from modeling.config import BertConfig
 from modeling.pretrainer import BertPretrainer, pretraining_losses, pretraining_metric_sums
-from modeling.project_checkpoint import ProjectCheckpointMismatchError
-from modeling.tf1_checkpoint import CheckpointMismatchError, save_tf1_checkpoint
+from modeling.checkpoints.project import ProjectCheckpointMismatchError
+from modeling.checkpoints.tf1 import CheckpointMismatchError, save_tf1_checkpoint
 import common_flags
 from training.evaluation import evaluate
 from training.trainer import Trainer

@@ -24,11 +24,11 @@ import numpy as np
 import tensorflow as tf
 
 import common_flags
-from data import squad_metrics
-from data.progress import Progress
-from data.squad_examples import SquadExample, load_squad_json, read_squad_examples
-from data.squad_features import SquadFeatures, convert_examples_to_features, features_to_arrays
-from data.squad_predictions import RawResult, SquadPredictions, compute_predictions, \
+from data.squad import metrics as squad_metrics
+from utils.progress import Progress
+from data.squad.examples import SquadExample, load_squad_json, read_squad_examples
+from data.squad.features import SquadFeatures, convert_examples_to_features, features_to_arrays
+from data.squad.predictions import RawResult, SquadPredictions, compute_predictions, \
     write_predictions
 from data.tokenization import FullTokenizer, validate_case_matches_checkpoint
 from modeling import losses

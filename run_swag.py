@@ -24,9 +24,10 @@ import numpy as np
 import tensorflow as tf
 
 import common_flags
-from data import swag, tokenization
-from data.classification_metrics import loss_metrics
-from data.output_files import write_eval_results
+from data.classifier import swag
+from data import tokenization
+from data.classifier.metrics import loss_metrics
+from utils.output_files import write_eval_results
 from modeling import losses
 from modeling.config import BertConfig
 from modeling.task_models import BertMultipleChoice

@@ -35,9 +35,9 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 sys.path.insert(0, str(REPO_ROOT / "tests"))
 
-from data import pretraining_chunks  # noqa: E402
-from data import pretraining_instances  # noqa: E402
-from data import pretraining_writer  # noqa: E402
+from data.pretraining import chunks
+from data.pretraining import instances as pretraining_instances
+from data.pretraining import writer as pretraining_writer
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("data_dir", str(REPO_ROOT.parent / "shared" / "data"), "Real public data.")
@@ -167,7 +167,7 @@ def _child_reference() -> dict:
 
 
 def _child_pipeline() -> dict:
-    settings = pretraining_chunks.ChunkSettings(
+    settings = chunks.ChunkSettings(
         FLAGS.vocab_file, True,
         pretraining_instances.PretrainingConfig(dupe_factor=FLAGS.dupe_factor), 12345)
     options = pretraining_writer.WriterOptions(

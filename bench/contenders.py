@@ -43,7 +43,7 @@ def synthetic_batch(case: Case, seed: int = 0) -> dict[str, np.ndarray]:
 
 class ThisProject:
     """This repository's `BertEncoder` / `BertPretrainer`, the training step of its `Trainer`
-    fed by its TFRecord input pipeline, XLA on or off as `modeling.xla_choice` picks (for the
+    fed by its TFRecord input pipeline, XLA on or off as `training.xla_choice` picks (for the
     forward pass by the call's size too)."""
 
     name = "this project"
@@ -55,7 +55,7 @@ class ThisProject:
         import tensorflow as tf
         from modeling.config import BertConfig
         from modeling.encoder import BertEncoder
-        from modeling.xla_choice import prefers_xla
+        from training.xla_choice import prefers_xla
         keras.mixed_precision.set_dtype_policy(
             "mixed_bfloat16" if case.dtype == "bfloat16" else "float32")
         config = BertConfig(
@@ -76,7 +76,7 @@ class ThisProject:
 
     def _train_step(self, case: Case, config, workdir: str) -> Callable[[], object]:
         import tensorflow as tf
-        from data.pretraining_dataset import pretraining_dataset
+        from data.pretraining.dataset import pretraining_dataset
         from modeling.pretrainer import BertPretrainer, pretraining_losses
         from training.optimizer import create_optimizer
         from training.trainer import Trainer, TrainingConfig

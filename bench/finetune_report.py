@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 import statistics
 
-from data.output_files import write_text_atomically
+from utils.output_files import write_text_atomically
 
 FRAMEWORKS = ("this_project", "transformers")
 _NAMES = {"mrpc": "MRPC", "rte": "RTE", "stsb": "STS-B", "cola": "CoLA", "sst2": "SST-2",

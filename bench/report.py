@@ -6,7 +6,7 @@ import statistics
 
 from bench.cases import Case, case_flops
 from bench.contenders import CONTENDERS
-from data.output_files import write_text_atomically
+from utils.output_files import write_text_atomically
 
 _SHORT = {"this_project": "this", "transformers": "HF", "keras_hub": "KerasHub"}
 

@@ -32,7 +32,7 @@ from bench.cases import MODEL_SIZES, Case, benchmark_cases
 from bench.contenders import CONTENDERS, REPO_ROOT
 from bench.machine import machine_description
 from bench.worker import worker_main
-from data.output_files import write_text_atomically
+from utils.output_files import write_text_atomically
 
 FLAGS = flags.FLAGS
 flags.DEFINE_bool("quick", False, "Smoke run: the small model at sequence 128, 3 rounds.")

@@ -14,7 +14,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from data import tokenization
-from data.classifier_features import InputExample, example_tokens
+from data.classifier.features import InputExample, example_tokens
 
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
 

@@ -91,7 +91,7 @@ def _searchsorted(sorted_values: tf.Tensor, values: tf.Tensor, side: str = "left
     return found[0]
 
 
-def _take_prefix(ragged: tf.RaggedTensor, lengths: tf.Tensor) -> tf.RaggedTensor:
+def take_prefix(ragged: tf.RaggedTensor, lengths: tf.Tensor) -> tf.RaggedTensor:
     """Keeps the first `lengths[b]` items of row b of `ragged` [B, (N)]."""
     index = tf.ragged.range(ragged.row_lengths())
     return tf.ragged.boolean_mask(ragged, index < lengths[:, tf.newaxis])
@@ -325,8 +325,8 @@ class TextTokenizer(tf.Module):
         has_second = second_ids.row_lengths() > 0
         first_kept, second_kept = truncated_lengths(
             first_ids.row_lengths(), second_ids.row_lengths(), max_seq_length)
-        first = _take_prefix(first_ids, first_kept)
-        second = _take_prefix(second_ids, second_kept)
+        first = take_prefix(first_ids, first_kept)
+        second = take_prefix(second_ids, second_kept)
         ones = tf.ones_like(first_kept)
         cls = tf.RaggedTensor.from_row_lengths(tf.fill([tf.size(ones)], self.cls_id), ones)
         sep = tf.RaggedTensor.from_row_lengths(tf.fill([tf.size(ones)], self.sep_id), ones)

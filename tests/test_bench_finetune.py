@@ -9,7 +9,8 @@ from bench import finetune_report
 from bench import finetune_real_weights
 from bench.finetune_real_weights import (TASKS, TIMING, FineTuneTask, plan, run_key, runs_table,
                                           training_timing)
-from data import conll, ner_features, tokenization
+from data.ner import conll, features
+from data import tokenization
 
 
 def test_plan_runs_every_task_once_before_the_extra_seeds_then_times_each_task():
@@ -120,7 +121,7 @@ def test_the_transformers_run_labels_the_words_this_project_labels(uncased_vocab
     hf_tokenizer = transformers.BertTokenizerFast.from_pretrained(str(tmp_path))
     assert hf_tokenizer.tokenize("all-rounder") == ["all", "-", "round", "##er"]
     encodings, positions = _ner_encodings(hf_tokenizer, data, labels, max_seq_length=24)
-    ours = ner_features.convert_documents_to_features(
+    ours = features.convert_documents_to_features(
         data.documents, tokenization.FullTokenizer(str(uncased_vocab), True), labels, 24)
     assert [list(p) for p in ours.word_positions] == positions
     np.testing.assert_array_equal(encodings["input_ids"].numpy(), ours.input_ids)

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from modeling.bilstm_tagger import BiLstmTagger
-from modeling.checkpoints import PROJECT, load_checkpoint
-from modeling.project_checkpoint import ProjectCheckpointMismatchError, save_project_checkpoint
+from modeling.checkpoints.loading import PROJECT, load_checkpoint
+from modeling.checkpoints.project import ProjectCheckpointMismatchError, save_project_checkpoint
 
 _D, _U, _K = 12, 8, 5
 

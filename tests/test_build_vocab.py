@@ -3,7 +3,7 @@ import pathlib
 import subprocess
 import sys
 
-from data import masked_lm_sampling
+from data.pretraining import masked_lm
 from data import tokenization
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -26,7 +26,7 @@ def test_vocabulary_from_wikitext_tokenizes_held_out_text(tmp_path, shared_data_
     assert lines[:6] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[unused0]"]
     assert 900 <= len(lines) <= 1000
     tokenizer = tokenization.FullTokenizer(str(output), do_lower_case=True)
-    masked_lm_sampling.MaskingVocab.from_vocab(tokenizer.vocab, str(output))
+    masked_lm.MaskingVocab.from_vocab(tokenizer.vocab, str(output))
     held_out = corpus.read_text("utf-8").split("\n")[3000:6000]
     tokens = [token for line in held_out for token in tokenizer.tokenize(line)]
     assert len(tokens) > 50_000

@@ -1,11 +1,11 @@
-"""Tests of data/cached_tokenizer.py: the memo gives exactly the original tokenizer's ids."""
+"""Tests of data/pretraining/cached_tokenizer.py: the memo gives exactly the original tokenizer's ids."""
 import array
 import json
 
 import pytest
 
 from data import tokenization
-from data.cached_tokenizer import JOINING_CONTROL_CHARS, WordCachedTokenizer
+from data.pretraining.cached_tokenizer import JOINING_CONTROL_CHARS, WordCachedTokenizer
 
 
 def _expected_ids(tokenizer, line):

@@ -4,12 +4,12 @@ import shutil
 import numpy as np
 import pytest
 
-from modeling.checkpoints import PROJECT, TF1, load_checkpoint
+from modeling.checkpoints.loading import PROJECT, TF1, load_checkpoint
 from modeling.config import BertConfig
 from modeling.pretrainer import BertPretrainer
-from modeling.project_checkpoint import ProjectCheckpointMismatchError, save_project_checkpoint
+from modeling.checkpoints.project import ProjectCheckpointMismatchError, save_project_checkpoint
 from modeling.task_models import BertClassifier
-from modeling.tf1_checkpoint import CorruptCheckpointError
+from modeling.checkpoints.tf1 import CorruptCheckpointError
 from tests.modeling_fixtures import tiny_config, tiny_dir
 
 

@@ -1,13 +1,13 @@
-"""Tests of data/classification_metrics.py on hand-computed cases."""
+"""Tests of data/classifier/metrics.py on hand-computed cases."""
 import math
 
 import numpy as np
 import pytest
 
-from data.classification_metrics import (accuracy, average_ranks, f1_score, loss_metrics,
+from data.classifier.metrics import (accuracy, average_ranks, f1_score, loss_metrics,
                                          matthews_corrcoef, pearson_correlation,
                                          spearman_correlation, task_metrics)
-from data.glue_tasks import get_task
+from data.classifier.glue_tasks import get_task
 
 # TP at 0 and 4, FP at 1, TN at 2, FN at 3.
 _PREDICTIONS = np.array([1, 1, 0, 0, 1])

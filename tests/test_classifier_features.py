@@ -1,12 +1,12 @@
-"""Tests of data/classifier_features.py against the original `convert_single_example`."""
+"""Tests of data/classifier/features.py against the original `convert_single_example`."""
 import json
 
 import numpy as np
 import pytest
 
-from data import glue_tasks
+from data.classifier import glue_tasks
 from data import tokenization
-from data.classifier_features import (InputExample, InputFeatures, PaddingInputExample,
+from data.classifier.features import (InputExample, InputFeatures, PaddingInputExample,
                                       convert_examples_to_features, convert_single_example,
                                       example_tokens, features_to_arrays, pad_to_batch_multiple,
                                       truncate_seq_pair)

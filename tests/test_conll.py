@@ -1,9 +1,9 @@
-"""Tests of data/conll.py on hand-written files and the real CoNLL-2003 splits."""
+"""Tests of data/ner/conll.py on hand-written files and the real CoNLL-2003 splits."""
 import re
 
 import pytest
 
-from data import conll
+from data.ner import conll
 
 _TWO_DOCUMENTS = """-DOCSTART- -X- -X- O
 

@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
-import modeling.checkpoint_formats as checkpoint_formats
-from modeling.checkpoint_formats import (HF, KERAS, TF1, LoadedModel, detect_format, read_model,
+import modeling.checkpoints.formats as checkpoint_formats
+from modeling.checkpoints.formats import (HF, KERAS, TF1, LoadedModel, detect_format, read_model,
                                          write_model)
-from modeling.checkpoint_names import tf1_name_map
+from modeling.checkpoints.names import tf1_name_map
 from modeling.config import BertConfig
-from modeling.heads_detection import ModelSpec, UnsupportedCheckpointError, build_model
-from modeling.project_checkpoint import save_project_checkpoint
-from modeling.tf1_checkpoint import read_tf1_checkpoint, save_tf1_checkpoint
+from modeling.checkpoints.heads import ModelSpec, UnsupportedCheckpointError, build_model
+from modeling.checkpoints.project import save_project_checkpoint
+from modeling.checkpoints.tf1 import read_tf1_checkpoint, save_tf1_checkpoint
 from tests.modeling_fixtures import tiny_dir
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent

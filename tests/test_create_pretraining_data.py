@@ -14,11 +14,11 @@ import pytest
 
 import original_pretraining_reference as reference
 import pretraining_statistics as stats
-from data import pretraining_chunks
-from data import pretraining_writer
+from data.pretraining import chunks as pretraining_chunks
+from data.pretraining import writer
 from data import tokenization
-from data.pretraining_dataset import pretraining_dataset
-from data.pretraining_instances import PretrainingConfig
+from data.pretraining.dataset import pretraining_dataset
+from data.pretraining.instances import PretrainingConfig
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 SCRIPT = str(REPO_ROOT / "create_pretraining_data.py")
@@ -29,7 +29,7 @@ def _run_script(*args):
                           cwd=REPO_ROOT, timeout=900)
 
 
-DEFAULT_OPTIONS = pretraining_writer.WriterOptions()
+DEFAULT_OPTIONS = writer.WriterOptions()
 
 
 def _write(input_files, output_files, vocab_file, seed=12345, do_whole_word_mask=False,
@@ -38,10 +38,10 @@ def _write(input_files, output_files, vocab_file, seed=12345, do_whole_word_mask
     settings = pretraining_chunks.ChunkSettings(
         str(vocab_file), True,
         PretrainingConfig(dupe_factor=dupe_factor, do_whole_word_mask=do_whole_word_mask), seed)
-    options = pretraining_writer.WriterOptions(
+    options = writer.WriterOptions(
         num_workers=num_workers, chunk_bytes=chunk_bytes,
         min_chunk_documents=min_chunk_documents)
-    return pretraining_writer.write_pretraining_records(
+    return writer.write_pretraining_records(
         [str(p) for p in input_files], [str(p) for p in output_files], settings, options)
 
 

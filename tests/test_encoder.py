@@ -6,7 +6,7 @@ from modeling.activations import gelu, gelu_exact
 from modeling.config import BertConfig, preset_config
 from modeling.encoder import BertEncoder
 from modeling.pretrainer import BertPretrainer
-from modeling.tf1_checkpoint import load_tf1_checkpoint
+from modeling.checkpoints.tf1 import load_tf1_checkpoint
 from tests.modeling_fixtures import golden, golden_inputs, tiny_config, tiny_dir
 
 ATOL_HIDDEN = 1e-5

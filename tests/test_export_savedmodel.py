@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data.classifier_features import InputExample, example_tokens
+from data.classifier.features import InputExample, example_tokens
 from data.text_tokenizer import TextTokenizer
 from data.tokenization import FullTokenizer, strip_accents
-from modeling.checkpoint_formats import KERAS, LoadedModel, read_model, write_model
+from modeling.checkpoints.formats import KERAS, LoadedModel, read_model, write_model
 from modeling.config import BertConfig
-from modeling.heads_detection import ModelSpec, build_model
-from modeling.serving import TextModelServer
+from modeling.checkpoints.heads import ModelSpec, build_model
+from serving.servers import TextModelServer
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 MAX_SEQ_LENGTH = 24

@@ -1,11 +1,11 @@
-"""Tests of data/glue_submission.py: eval_results.txt, test_results.tsv, GLUE server files."""
+"""Tests of data/classifier/glue_submission.py: eval_results.txt, test_results.tsv, GLUE server files."""
 import numpy as np
 import pytest
 
-from data.classifier_features import InputExample
-from data.glue_submission import submission_predictions, write_submission, write_test_results
-from data.output_files import write_eval_results
-from data.glue_tasks import get_task, read_examples
+from data.classifier.features import InputExample
+from data.classifier.glue_submission import submission_predictions, write_submission, write_test_results
+from utils.output_files import write_eval_results
+from data.classifier.glue_tasks import get_task, read_examples
 
 
 def _examples(indices):

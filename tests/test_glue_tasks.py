@@ -1,10 +1,10 @@
-"""Tests of data/glue_tasks.py: the task table and the reader of the distribution files."""
+"""Tests of data/classifier/glue_tasks.py: the task table and the reader of the distribution files."""
 import json
 
 import pytest
 
-from data import glue_tasks
-from data.glue_tasks import get_task, read_examples
+from data.classifier import glue_tasks
+from data.classifier.glue_tasks import get_task, read_examples
 
 _FIXTURE_SPLITS = {("CoLA", "train"): "train", ("CoLA", "dev"): "dev", ("CoLA", "test"): "test",
                    ("MNLI", "train"): "train", ("MNLI", "dev"): "dev_matched",

@@ -2,9 +2,9 @@ import json
 
 import pytest
 
-from modeling.checkpoint_names import tf1_name_map
+from modeling.checkpoints.names import tf1_name_map
 from modeling.config import BertConfig
-from modeling.heads_detection import (HEAD_NAMES, ModelSpec, UnsupportedCheckpointError,
+from modeling.checkpoints.heads import (HEAD_NAMES, ModelSpec, UnsupportedCheckpointError,
                                       build_model, detect_model_spec, model_spec)
 from tests.modeling_fixtures import tiny_dir
 

@@ -6,17 +6,17 @@ import pytest
 from safetensors.numpy import load_file, save_file
 
 from data.tokenization import FullTokenizer
-from modeling.checkpoint_formats import HF, LoadedModel, read_model, write_model
-from modeling.checkpoint_names import tf1_name_map
-from modeling.checkpoints import HF as HF_FOUND, load_checkpoint
+from modeling.checkpoints.formats import HF, LoadedModel, read_model, write_model
+from modeling.checkpoints.names import tf1_name_map
+from modeling.checkpoints.loading import HF as HF_FOUND, load_checkpoint
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
-from modeling.heads_detection import ModelSpec, UnsupportedCheckpointError, build_model
-from modeling.hf_checkpoint import read_hf_checkpoint
-from modeling.tf1_checkpoint import assign_tf1_values
-from modeling.hf_config import ARCHITECTURES
-from modeling.hf_names import hf_rows, to_hf_arrays
-from modeling.tf1_checkpoint import CheckpointMismatchError, load_tf1_checkpoint
+from modeling.checkpoints.heads import ModelSpec, UnsupportedCheckpointError, build_model
+from modeling.checkpoints.hf import read_hf_checkpoint
+from modeling.checkpoints.tf1 import assign_tf1_values
+from modeling.checkpoints.hf_config import ARCHITECTURES
+from modeling.checkpoints.hf_names import hf_rows, to_hf_arrays
+from modeling.checkpoints.tf1 import CheckpointMismatchError, load_tf1_checkpoint
 from tests.hf_reference import gather_positions, load_hf_model, log_softmax, require, run_hf
 from tests.modeling_fixtures import golden, tiny_config, tiny_dir
 

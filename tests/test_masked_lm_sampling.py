@@ -1,11 +1,11 @@
-"""Tests of data/masked_lm_sampling.py against the original's rules and the reference."""
+"""Tests of data/pretraining/masked_lm.py against the original's rules and the reference."""
 import random
 
 import numpy as np
 import pytest
 
 import original_pretraining_reference as reference
-from data import masked_lm_sampling as sampling
+from data.pretraining import masked_lm as sampling
 
 VOCAB_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat",
                 "run", "##s", "##ning", "jump", "##ed"]

@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 
 from modeling.pretrainer import BertPretrainer, pretraining_losses
-from modeling.tf1_checkpoint import load_tf1_checkpoint
+from modeling.checkpoints.tf1 import load_tf1_checkpoint
 from tests.modeling_fixtures import golden, golden_inputs, tiny_config, tiny_dir
 
 UNIT_ROUNDOFF = 2.0 ** -8

@@ -1,9 +1,9 @@
-"""Tests of data/ner_features.py on a tiny hand-made vocabulary and on real CoNLL-2003 data."""
+"""Tests of data/ner/features.py on a tiny hand-made vocabulary and on real CoNLL-2003 data."""
 import numpy as np
 import pytest
 
-from data import conll
-from data import ner_features
+from data.ner import conll
+from data.ner import features as ner_features
 from data import tokenization
 
 # Ids: [PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 john=4 lives=5 in=6 new=7 york=8 .=9 he=10 work=11

@@ -1,12 +1,12 @@
-"""Tests of data/ner_metrics.py: hand-computed cases, a transcription of conlleval's counting
+"""Tests of data/ner/metrics.py: hand-computed cases, a transcription of conlleval's counting
 loop as an independent reference, and the real CoNLL-2003 dev set."""
 import random
 
 import pytest
 
-from data import conll
-from data import ner_metrics
-from data.ner_metrics import Chunk
+from data.ner import conll
+from data.ner import metrics as ner_metrics
+from data.ner.metrics import Chunk
 
 
 @pytest.mark.parametrize("tags, chunks", [

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling import checkpoint_names
+from modeling.checkpoints import names as checkpoint_names
 from training.optimizer import (EXCLUDE_FROM_WEIGHT_DECAY, AdamWeightDecay, Lamb,
                                 create_optimizer)
 

@@ -1,10 +1,10 @@
-"""Tests of data/output_files.py: atomic writes that name the output when they fail."""
+"""Tests of utils/output_files.py: atomic writes that name the output when they fail."""
 import errno
 import resource
 
 import pytest
 
-from data.output_files import write_text_atomically
+from utils.output_files import write_text_atomically
 
 
 def test_a_rewrite_replaces_the_file_whole(tmp_path):

@@ -1,11 +1,11 @@
-"""Tests of data/pretraining_chunks.py: one chunk's records, counts and seeding."""
+"""Tests of data/pretraining/chunks.py: one chunk's records, counts and seeding."""
 import numpy as np
 import tensorflow as tf
 
-from data import pretraining_chunks
+from data.pretraining import chunks as pretraining_chunks
 from data import tfrecord_schema as schema
-from data.pretraining_corpus import CorpusChunk
-from data.pretraining_instances import PretrainingConfig
+from data.pretraining.corpus import CorpusChunk
+from data.pretraining.instances import PretrainingConfig
 
 DOCUMENTS = [["The cat sat on the mat.", "It was happy there.", "Then it left."],
              ["\x01\x02"],  # no token: an empty document

@@ -1,7 +1,7 @@
-"""Tests of data/pretraining_corpus.py: documents, counts and chunks of a text corpus."""
+"""Tests of data/pretraining/corpus.py: documents, counts and chunks of a text corpus."""
 import pytest
 
-from data import pretraining_corpus as corpus
+from data.pretraining import corpus as corpus
 
 
 def _write(path, data: bytes):

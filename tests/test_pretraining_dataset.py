@@ -1,10 +1,10 @@
-"""Tests of data/pretraining_dataset.py on the original's TFRecord and on written files."""
+"""Tests of data/pretraining/dataset.py on the original's TFRecord and on written files."""
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from data import tfrecord_schema as schema
-from data.pretraining_dataset import count_records, pretraining_dataset
+from data.pretraining.dataset import count_records, pretraining_dataset
 
 KEYS = {"input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
         "masked_lm_weights", "next_sentence_labels"}

@@ -1,11 +1,11 @@
-"""Tests of data/pretraining_instances.py against the original algorithm (the reference)."""
+"""Tests of data/pretraining/instances.py against the original algorithm (the reference)."""
 import random
 
 import numpy as np
 import pytest
 
 import original_pretraining_reference as reference
-from data import pretraining_instances as instances
+from data.pretraining import instances as instances
 
 
 def _window(sentence_lengths_per_document):

@@ -1,8 +1,8 @@
-"""Tests of data/pretraining_records.py: the batch encoder writes canonical Examples."""
+"""Tests of data/pretraining/records.py: the batch encoder writes canonical Examples."""
 import numpy as np
 import tensorflow as tf
 
-from data import pretraining_records
+from data.pretraining import records as pretraining_records
 from data import tfrecord_schema as schema
 
 

@@ -1,7 +1,7 @@
-"""Tests of data/pretraining_summary.py: progress lines and the final report."""
-from data.pretraining_chunks import ChunkResult
-from data.pretraining_corpus import ReadCounts
-from data.pretraining_summary import WriteSummary
+"""Tests of data/pretraining/summary.py: progress lines and the final report."""
+from data.pretraining.chunks import ChunkResult
+from data.pretraining.corpus import ReadCounts
+from data.pretraining.summary import WriteSummary
 
 
 def test_progress_line_reports_rates_and_time_left():

@@ -1,11 +1,11 @@
-"""Tests of data/pretraining_writer.py: shuffle buffer, round-robin files, atomic output."""
+"""Tests of data/pretraining/writer.py: shuffle buffer, round-robin files, atomic output."""
 import numpy as np
 import pytest
 
 import pretraining_statistics as stats
-from data import pretraining_chunks
-from data import pretraining_writer
-from data.pretraining_instances import PretrainingConfig
+from data.pretraining import chunks
+from data.pretraining import writer as pretraining_writer
+from data.pretraining.instances import PretrainingConfig
 
 
 def test_shuffle_buffer_releases_every_record_once_in_seeded_order():
@@ -37,7 +37,7 @@ def test_options_are_checked():
 def test_records_are_dealt_round_robin_in_release_order(tmp_path, fixtures_dir,
                                                         uncased_vocab):
     corpus = fixtures_dir / "pretraining_data" / "sample_text.txt"
-    settings = pretraining_chunks.ChunkSettings(
+    settings = chunks.ChunkSettings(
         str(uncased_vocab), True, PretrainingConfig(dupe_factor=3), 3)
     outputs = [str(tmp_path / f"{i}.tfrecord") for i in range(3)]
     one = str(tmp_path / "one.tfrecord")
@@ -59,7 +59,7 @@ def test_a_failing_run_removes_its_temporary_files(tmp_path, fixtures_dir, uncas
     """The second input cannot be read: the first one's records are already written."""
     corpus = str(fixtures_dir / "pretraining_data" / "sample_text.txt")
     (tmp_path / "directory").mkdir()
-    settings = pretraining_chunks.ChunkSettings(str(uncased_vocab), True, PretrainingConfig(), 1)
+    settings = chunks.ChunkSettings(str(uncased_vocab), True, PretrainingConfig(), 1)
     options = pretraining_writer.WriterOptions(chunk_bytes=100, min_chunk_documents=1,
                                                shuffle_buffer_size=0)
     with pytest.raises(IsADirectoryError):
@@ -70,7 +70,7 @@ def test_a_failing_run_removes_its_temporary_files(tmp_path, fixtures_dir, uncas
 
 
 def test_settings_are_checked_before_any_file_is_opened(tmp_path, uncased_vocab):
-    settings = pretraining_chunks.ChunkSettings(str(uncased_vocab), True,
+    settings = chunks.ChunkSettings(str(uncased_vocab), True,
                                                 PretrainingConfig(max_seq_length=4), 1)
     with pytest.raises(ValueError, match="max_seq_length=4"):
         pretraining_writer.write_pretraining_records(

@@ -1,4 +1,4 @@
-from data.progress import Progress
+from utils.progress import Progress
 
 
 def test_lines_carry_count_rate_and_eta_and_respect_the_interval():

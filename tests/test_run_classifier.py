@@ -20,11 +20,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data import synthetic_corpus
-from data.glue_tasks import get_task
+from synthetic import corpus
+from data.classifier.glue_tasks import get_task
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
-from modeling.tf1_checkpoint import save_tf1_checkpoint
+from modeling.checkpoints.tf1 import save_tf1_checkpoint
 from tests.conftest import REPO_ROOT
 from training.run_guards import exclusive_output_dir
 
@@ -38,7 +38,7 @@ _NUM_TRAIN, _NUM_DEV, _NUM_TEST = 8, 7, 5
 # ----------------------------------------------------------------------------- generated GLUE data
 
 def _texts(num_rows: int, seed: int) -> list[tuple[str, str]]:
-    rows = synthetic_corpus.sentiment_rows(2 * num_rows, seed)
+    rows = corpus.sentiment_rows(2 * num_rows, seed)
     return [(rows[2 * i][0], rows[2 * i + 1][0]) for i in range(num_rows)]
 
 
@@ -140,8 +140,8 @@ def _write_xnli(folder: pathlib.Path) -> None:
 def tiny_model(tmp_path_factory) -> dict[str, str]:
     """A random 1-layer, hidden-32 BERT in the original format; its vocab has the generated words."""
     folder = tmp_path_factory.mktemp("tiny_bert")
-    words = sorted({word for text, _ in synthetic_corpus.sentiment_rows(500, 0)
-                    for word in text.split()} | set(synthetic_corpus.PEOPLE))
+    words = sorted({word for text, _ in corpus.sentiment_rows(500, 0)
+                    for word in text.split()} | set(corpus.PEOPLE))
     (folder / "vocab.txt").write_text("\n".join(_SPECIAL_TOKENS + words) + "\n", encoding="utf-8")
     config = BertConfig(vocab_size=len(_SPECIAL_TOKENS) + len(words), hidden_size=32,
                         num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
@@ -353,9 +353,9 @@ def test_learns_sst2_predicts_it_and_keeps_the_best_epoch(tiny_model, tmp_path):
     """SST-2 end to end: a few hundred steps learn the generated sentiment task."""
     data_dir = tmp_path / "sst2"
     data_dir.mkdir()
-    (data_dir / "train.tsv").write_text(synthetic_corpus.sst2_tsv(1024, seed=11))
-    (data_dir / "dev.tsv").write_text(synthetic_corpus.sst2_tsv(101, seed=12))
-    test_examples = synthetic_corpus.sentiment_rows(30, seed=13)
+    (data_dir / "train.tsv").write_text(corpus.sst2_tsv(1024, seed=11))
+    (data_dir / "dev.tsv").write_text(corpus.sst2_tsv(101, seed=12))
+    test_examples = corpus.sentiment_rows(30, seed=13)
     test_rows = [[str(i), text] for i, (text, _) in enumerate(test_examples)]
     _write_tsv(data_dir / "test.tsv", ["index", "sentence"], test_rows)
     output_dir = tmp_path / "out"
@@ -413,7 +413,7 @@ def test_sigterm_saves_the_step_and_a_rerun_ends_as_an_uninterrupted_run(tiny_mo
     resumes without redoing a step. A run is refused a folder another run trains in."""
     data_dir = tmp_path / "sst2"
     data_dir.mkdir()
-    (data_dir / "train.tsv").write_text(synthetic_corpus.sst2_tsv(256, seed=11))
+    (data_dir / "train.tsv").write_text(corpus.sst2_tsv(256, seed=11))
     flags = {**tiny_model, "task_name": "sst2", "data_dir": data_dir, "max_seq_length": 32,
              "train_batch_size": 8, "num_train_epochs": 12, "learning_rate": 1e-3,
              "save_checkpoints_steps": 100000}
@@ -450,7 +450,7 @@ def test_a_file_size_limit_while_checkpointing_is_named_and_leaves_no_partial_fi
     """EFBIG, as a full disk would: the error names the checkpoint and the cause."""
     data_dir = tmp_path / "sst2"
     data_dir.mkdir()
-    (data_dir / "train.tsv").write_text(synthetic_corpus.sst2_tsv(16, seed=11))
+    (data_dir / "train.tsv").write_text(corpus.sst2_tsv(16, seed=11))
     limit = pathlib.Path(tiny_model["init_checkpoint"] + ".data-00000-of-00001").stat().st_size
     output_dir = tmp_path / "out"
 

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data import ner_metrics, synthetic_swag_ner
+from data.ner import metrics
+from synthetic import swag_ner
 from tests.conftest import REPO_ROOT
 from tests.tiny_task_model import flag_args, write_tiny_model
 
@@ -45,9 +46,9 @@ def _sentences(path, columns: int) -> list[list[list[str]]]:
 
 def _write_data(folder, train_documents: int, seed: int):
     folder.mkdir()
-    (folder / "train.txt").write_text(synthetic_swag_ner.conll_text(train_documents, seed=seed))
-    (folder / "valid.txt").write_text(synthetic_swag_ner.conll_text(6, seed=seed + 1))
-    (folder / "test.txt").write_text(synthetic_swag_ner.conll_text(5, seed=seed + 2))
+    (folder / "train.txt").write_text(swag_ner.conll_text(train_documents, seed=seed))
+    (folder / "valid.txt").write_text(swag_ner.conll_text(6, seed=seed + 1))
+    (folder / "test.txt").write_text(swag_ner.conll_text(5, seed=seed + 2))
     return folder
 
 
@@ -86,7 +87,7 @@ def test_outputs_of_training_evaluation_and_prediction(fine_tuned):
         expected_keys |= {f"eval_{m}_{t}" for m in ("precision", "recall", "f1") for t in _TYPES}
         assert set(results) == expected_keys
         assert results["global_step"] == int(num_train / 8 * 0.5)
-        evaluation = ner_metrics.evaluate_ner([[w[1] for w in s] for s in predicted],
+        evaluation = metrics.evaluate_ner([[w[1] for w in s] for s in predicted],
                                               [[w[2] for w in s] for s in predicted])
         assert results["eval_f1"] == pytest.approx(evaluation.overall.f1 / 100, abs=1e-6)
         assert results["eval_accuracy"] == pytest.approx(evaluation.accuracy / 100, abs=1e-6)

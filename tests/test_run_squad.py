@@ -14,16 +14,16 @@ import pytest
 import tensorflow as tf
 
 from bench.finetune_real_weights import SQUAD_TIMING
-from data import squad_metrics
-from data.squad_examples import load_squad_json, read_squad_examples
-from data.squad_features import convert_examples_to_features, features_to_arrays
-from data.squad_predictions import RawResult, compute_predictions
-from data.synthetic_squad import write_squad_files
+from data.squad import metrics
+from data.squad.examples import load_squad_json, read_squad_examples
+from data.squad.features import convert_examples_to_features, features_to_arrays
+from data.squad.predictions import RawResult, compute_predictions
+from synthetic.squad import write_squad_files
 from data.tokenization import FullTokenizer
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from modeling.task_models import BertSpanLabeler
-from modeling.tf1_checkpoint import load_tf1_checkpoint, save_tf1_checkpoint
+from modeling.checkpoints.tf1 import load_tf1_checkpoint, save_tf1_checkpoint
 from tests.conftest import REPO_ROOT
 
 TINY = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
@@ -147,8 +147,8 @@ def test_v1_trains_predicts_and_evaluates(fixtures_dir, uncased_vocab, pretraine
     check_same_predictions(out, predictions_from_parts(
         out / "bert_config.json", out / "model.ckpt", inputs / "dev-v1.1.json", uncased_vocab,
         version_2=False))
-    expected = squad_metrics.evaluate(load_squad_json(inputs / "dev-v1.1.json"), predictions,
-                                      squad_metrics.VERSION_1)
+    expected = metrics.evaluate(load_squad_json(inputs / "dev-v1.1.json"), predictions,
+                                      metrics.VERSION_1)
     assert read_json(out / "eval_results.json") == expected
     assert list(expected) == ["exact_match", "f1"]
     assert json.loads(result.stdout.strip().splitlines()[-1]) == expected
@@ -171,8 +171,8 @@ def test_v2_null_odds_and_a_rerun_with_a_threshold(fixtures_dir, uncased_vocab, 
     assert all((predictions[qid] == "") == (null_odds[qid] > 0.0) for qid in predictions)
     results = read_json(out / "eval_results.json")
     assert list(results) == V2_KEYS
-    assert results == squad_metrics.evaluate(load_squad_json(inputs / "dev-v2.0.json"),
-                                             predictions, squad_metrics.VERSION_2, null_odds)
+    assert results == metrics.evaluate(load_squad_json(inputs / "dev-v2.0.json"),
+                                             predictions, metrics.VERSION_2, null_odds)
     nbest = read_json(out / "nbest_predictions.json")
 
     # The original's v2.0 recipe: predict again with a threshold, --init_checkpoint still the
@@ -258,5 +258,5 @@ def test_a_tiny_model_learns_generated_questions(tmp_path):
         f"--output_dir={out}"))
     results = read_json(out / "eval_results.json")
     assert results["f1"] > 95.0, results
-    assert results == squad_metrics.evaluate(load_squad_json(dev_file),
+    assert results == metrics.evaluate(load_squad_json(dev_file),
                                              read_json(out / "predictions.json"))

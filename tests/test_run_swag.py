@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data import synthetic_swag_ner
+from synthetic import swag_ner
 from tests.conftest import REPO_ROOT
 from tests.tiny_task_model import flag_args, write_tiny_model
 
@@ -38,9 +38,9 @@ def setup(tmp_path_factory):
     model = write_tiny_model(folder / "model")
     data_dir = folder / "data"
     data_dir.mkdir()
-    (data_dir / "train.csv").write_text(synthetic_swag_ner.swag_csv(32, seed=1))
-    (data_dir / "val.csv").write_text(synthetic_swag_ner.swag_csv(8, seed=2))
-    (data_dir / "test.csv").write_text(synthetic_swag_ner.swag_csv(6, seed=3, labelled=False))
+    (data_dir / "train.csv").write_text(swag_ner.swag_csv(32, seed=1))
+    (data_dir / "val.csv").write_text(swag_ner.swag_csv(8, seed=2))
+    (data_dir / "test.csv").write_text(swag_ner.swag_csv(6, seed=3, labelled=False))
     return folder, {**model, "data_dir": data_dir, "max_seq_length": 32}
 
 
@@ -117,7 +117,7 @@ def test_bad_label_fails_before_anything_is_written(setup, tmp_path):
     _, flags = setup
     data_dir = tmp_path / "data"
     data_dir.mkdir()
-    lines = synthetic_swag_ner.swag_csv(3, seed=4).splitlines()
+    lines = swag_ner.swag_csv(3, seed=4).splitlines()
     lines[2] = lines[2][:-1] + "7"
     (data_dir / "val.csv").write_text("\n".join(lines) + "\n")
     result = _run(**{**flags, "data_dir": data_dir}, output_dir=tmp_path / "out", do_eval=True)
@@ -130,8 +130,8 @@ def test_learns_the_generated_questions(setup, tmp_path):
     folder, flags = setup
     data_dir = tmp_path / "data"
     data_dir.mkdir()
-    (data_dir / "train.csv").write_text(synthetic_swag_ner.swag_csv(160, seed=5))
-    (data_dir / "val.csv").write_text(synthetic_swag_ner.swag_csv(40, seed=6))
+    (data_dir / "train.csv").write_text(swag_ner.swag_csv(160, seed=5))
+    (data_dir / "val.csv").write_text(swag_ner.swag_csv(40, seed=6))
     _check(_run(**{**flags, "data_dir": data_dir}, output_dir=tmp_path / "out", do_train=True,
                 do_eval=True, train_batch_size=16, learning_rate=1e-3, num_train_epochs=5.0,
                 eval_batch_size=40))

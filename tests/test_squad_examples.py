@@ -1,10 +1,10 @@
-"""Tests of data/squad_examples.py against the original `read_squad_examples`."""
+"""Tests of data/squad/examples.py against the original `read_squad_examples`."""
 import dataclasses
 import json
 
 import pytest
 
-from data.squad_examples import (SkippedAnswer, load_squad_json, read_squad_examples,
+from data.squad.examples import (SkippedAnswer, load_squad_json, read_squad_examples,
                                  split_context)
 
 

@@ -1,4 +1,4 @@
-"""Tests of data/squad_features.py against the original `convert_examples_to_features`."""
+"""Tests of data/squad/features.py against the original `convert_examples_to_features`."""
 import dataclasses
 import itertools
 import json
@@ -6,8 +6,8 @@ import json
 import numpy as np
 import pytest
 
-from data.squad_examples import SquadExample, read_squad_examples, split_context
-from data.squad_features import (FIRST_UNIQUE_ID, convert_examples_to_features,
+from data.squad.examples import SquadExample, read_squad_examples, split_context
+from data.squad.features import (FIRST_UNIQUE_ID, convert_examples_to_features,
                                  features_to_arrays, improve_answer_span)
 from data.tokenization import FullTokenizer
 

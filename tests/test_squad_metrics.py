@@ -1,10 +1,10 @@
-"""Tests of data/squad_metrics.py: hand-computed cases and real SQuAD data."""
+"""Tests of data/squad/metrics.py: hand-computed cases and real SQuAD data."""
 import json
 
 import pytest
 
-from data import squad_metrics
-from data.squad_examples import load_squad_json
+from data.squad import metrics as squad_metrics
+from data.squad.examples import load_squad_json
 
 
 @pytest.mark.parametrize("text, expected", [

@@ -1,12 +1,12 @@
-"""Tests of data/squad_predictions.py against the original `write_predictions`."""
+"""Tests of data/squad/predictions.py against the original `write_predictions`."""
 import json
 import math
 
 import pytest
 
-from data.squad_examples import SquadExample, read_squad_examples, split_context
-from data.squad_features import convert_examples_to_features
-from data.squad_predictions import (RawResult, compute_predictions, compute_softmax,
+from data.squad.examples import SquadExample, read_squad_examples, split_context
+from data.squad.features import convert_examples_to_features
+from data.squad.predictions import (RawResult, compute_predictions, compute_softmax,
                                     get_best_indexes, get_final_text, write_predictions)
 from data.tokenization import FullTokenizer
 

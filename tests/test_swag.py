@@ -1,4 +1,4 @@
-"""Tests of data/swag.py on CSVs in the SWAG distribution layout and a tiny hand-made vocabulary."""
+"""Tests of data/classifier/swag.py on CSVs in the SWAG distribution layout and a tiny hand-made vocabulary."""
 import csv
 import json
 import re
@@ -6,7 +6,7 @@ import re
 import numpy as np
 import pytest
 
-from data import swag
+from data.classifier import swag
 from data import tokenization
 
 _HEADER = (",video-id,fold-ind,startphrase,sent1,sent2,gold-source,"

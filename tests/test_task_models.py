@@ -6,7 +6,7 @@ from modeling import losses
 from modeling.config import BertConfig
 from modeling.task_models import (BertClassifier, BertMultipleChoice, BertSpanLabeler,
                                   BertTokenClassifier)
-from modeling.tf1_checkpoint import load_tf1_checkpoint
+from modeling.checkpoints.tf1 import load_tf1_checkpoint
 from tests.modeling_fixtures import golden, golden_inputs, tiny_config, tiny_dir
 
 

@@ -4,12 +4,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling.checkpoint_names import tf1_name_map
+from modeling.checkpoints.names import tf1_name_map
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from modeling.pretrainer import BertPretrainer
 from modeling.task_models import BertClassifier, BertSpanLabeler
-from modeling.tf1_checkpoint import (CheckpointMismatchError, load_tf1_checkpoint,
+from modeling.checkpoints.tf1 import (CheckpointMismatchError, load_tf1_checkpoint,
                                      read_tf1_checkpoint, save_tf1_checkpoint)
 from tests.modeling_fixtures import tiny_config, tiny_dir
 

@@ -1,4 +1,4 @@
-"""Tests of data/tfrecord_io.py: CRC32C test vectors, byte equality with TensorFlow's writer,
+"""Tests of data/pretraining/tfrecord_io.py: CRC32C test vectors, byte equality with TensorFlow's writer,
 atomic files and the removal of the temporary files that killed writers leave."""
 import os
 import subprocess
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data import tfrecord_io
+from data.pretraining import tfrecord_io
 from tests.conftest import REPO_ROOT
 
 

@@ -2,7 +2,7 @@
 import pytest
 import tensorflow as tf
 
-from modeling import xla_choice
+from training import xla_choice
 
 
 @pytest.fixture(autouse=True)

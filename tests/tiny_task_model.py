@@ -3,10 +3,10 @@ import pathlib
 
 import keras
 
-from data import synthetic_swag_ner
+from synthetic import swag_ner
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
-from modeling.tf1_checkpoint import save_tf1_checkpoint
+from modeling.checkpoints.tf1 import save_tf1_checkpoint
 
 
 def write_tiny_model(folder: pathlib.Path, seed: int = 0) -> dict[str, pathlib.Path]:
@@ -16,7 +16,7 @@ def write_tiny_model(folder: pathlib.Path, seed: int = 0) -> dict[str, pathlib.P
         The paths keyed `vocab_file`, `bert_config_file` and `init_checkpoint`.
     """
     folder.mkdir(parents=True, exist_ok=True)
-    vocab = synthetic_swag_ner.vocabulary()
+    vocab = swag_ner.vocabulary()
     (folder / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
     config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2,
                         num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,

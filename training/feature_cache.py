@@ -21,8 +21,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from data.progress import Progress
-from modeling.tf1_checkpoint import resolve_checkpoint_prefix
+from utils.progress import Progress
+from modeling.checkpoints.tf1 import resolve_checkpoint_prefix
 
 _FEATURES = "features.npy"
 _OFFSETS = "offsets.npy"

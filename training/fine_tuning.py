@@ -14,11 +14,11 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from data.output_files import write_text_atomically
-from modeling.checkpoint_formats import SPEC_FILE
-from modeling.checkpoints import MISMATCH_ERRORS, checkpoint_step, load_checkpoint
-from modeling.heads_detection import model_spec
-from modeling.tf1_checkpoint import save_tf1_checkpoint
+from utils.output_files import write_text_atomically
+from modeling.checkpoints.formats import SPEC_FILE
+from modeling.checkpoints.loading import MISMATCH_ERRORS, checkpoint_step, load_checkpoint
+from modeling.checkpoints.heads import model_spec
+from modeling.checkpoints.tf1 import save_tf1_checkpoint
 from training.trainer import LossFn, Trainer, TrainingConfig
 
 

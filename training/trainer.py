@@ -20,8 +20,8 @@ from absl import logging
 import keras
 import tensorflow as tf
 
-from data.output_files import write_text_atomically
-from modeling.xla_choice import prefers_xla
+from utils.output_files import write_text_atomically
+from training.xla_choice import prefers_xla
 from training.checkpointing import TrainingCheckpoints
 from training.run_guards import StopSignals, TrainingInterrupted, exclusive_output_dir
 
@@ -64,7 +64,7 @@ class TrainingConfig:
     gradient_accumulation_steps: int = 1
     keep_checkpoints: int = 3
     # Compile the forward and backward pass with XLA (the optimizer update stays outside); None
-    # chooses by compute dtype and device (`modeling.xla_choice.prefers_xla`).
+    # chooses by compute dtype and device (`training.xla_choice.prefers_xla`).
     jit_compile: bool | None = False
 
 

@@ -14,13 +14,13 @@ import random
 
 import numpy as np
 
-from data import masked_lm_sampling
-from data import pretraining_instances
-from data import pretraining_records
-from data import tfrecord_io
+from data.pretraining import masked_lm
+from data.pretraining import instances as pretraining_instances
+from data.pretraining import records as pretraining_records
+from data.pretraining import tfrecord_io
 from data import tokenization
-from data.cached_tokenizer import WordCachedTokenizer
-from data.pretraining_corpus import CorpusChunk
+from data.pretraining.cached_tokenizer import WordCachedTokenizer
+from data.pretraining.corpus import CorpusChunk
 
 # Instances assembled, masked and encoded together (their temporary arrays stay in cache).
 _BATCH_INSTANCES = 2048
@@ -82,7 +82,7 @@ class ChunkProcessor:
         self.settings = settings
         tokenizer = tokenization.FullTokenizer(settings.vocab_file, settings.do_lower_case)
         self._tokenizer = WordCachedTokenizer(tokenizer)
-        self._vocab = masked_lm_sampling.MaskingVocab.from_vocab(tokenizer.vocab,
+        self._vocab = masked_lm.MaskingVocab.from_vocab(tokenizer.vocab,
                                                                  settings.vocab_file)
         self._encoder = pretraining_records.PretrainingRecordEncoder(
             settings.config.max_seq_length, settings.config.max_predictions_per_seq,
@@ -128,7 +128,7 @@ class ChunkProcessor:
             tokens, lengths = pretraining_instances.assemble_tokens(
                 window.token_ids, batch, config.max_seq_length, self._vocab.cls_id,
                 self._vocab.sep_id)
-            masked = masked_lm_sampling.mask_tokens(
+            masked = masked_lm.mask_tokens(
                 tokens, lengths, batch.a_length, config.masked_lm_prob,
                 config.max_predictions_per_seq,
                 config.do_whole_word_mask, self._vocab, masking_rng)

@@ -8,7 +8,7 @@ import keras
 import tensorflow as tf
 
 from modeling.encoder import BertEncoder
-from modeling.tf1_checkpoint import CorruptCheckpointError, readable_checkpoint
+from modeling.checkpoints.tf1 import CorruptCheckpointError, readable_checkpoint
 
 OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 

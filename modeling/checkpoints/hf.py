@@ -1,7 +1,7 @@
 """Hugging Face BERT folders: config.json, model.safetensors, vocab.txt, tokenizer_config.json.
 
 Reading and writing need `safetensors` and numpy only, not torch. The parameters go through the
-name table of `modeling.hf_names`; the head follows the weights present (the config's
+name table of `modeling.checkpoints.hf_names`; the head follows the weights present (the config's
 `architectures` only tells sequence from token classification, which share their names). Reading
 is strict: parameters with no place in this project's models, untied decoder weights or a
 configuration this project does not compute (another `model_type`, LayerNorm epsilon, position
@@ -20,15 +20,15 @@ import numpy as np
 from safetensors import safe_open
 from safetensors.numpy import save_file
 
-from modeling.checkpoint_names import tf1_name_map
+from modeling.checkpoints.names import tf1_name_map
 from modeling.config import BertConfig
-from modeling.heads_detection import (ModelSpec, UnsupportedCheckpointError, detect_model_spec,
+from modeling.checkpoints.heads import (ModelSpec, UnsupportedCheckpointError, detect_model_spec,
                                       model_spec)
-from modeling.hf_config import (ARCHITECTURES, bert_config_from_hf, hf_config_from_bert,
+from modeling.checkpoints.hf_config import (ARCHITECTURES, bert_config_from_hf, hf_config_from_bert,
                                 hf_tokenizer_config)
-from modeling.hf_names import (BASE_PREFIX, ENCODER_ONLY, HF_BUFFERS, HF_LEGACY_SUFFIXES,
+from modeling.checkpoints.hf_names import (BASE_PREFIX, ENCODER_ONLY, HF_BUFFERS, HF_LEGACY_SUFFIXES,
                                HF_TIED, from_hf_arrays, to_hf_arrays)
-from modeling.tf1_checkpoint import CheckpointMismatchError, assign_tf1_values
+from modeling.checkpoints.tf1 import CheckpointMismatchError, assign_tf1_values
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"

@@ -15,7 +15,7 @@ from typing import BinaryIO, Iterator, Literal
 
 from absl import logging
 
-from data.classifier_features import InputExample
+from data.classifier.features import InputExample
 
 Role = Literal["train", "eval", "predict"]
 # Metric kinds; `classification_metrics.task_metrics` computes each.

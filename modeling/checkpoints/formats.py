@@ -4,7 +4,7 @@
   `vocab.txt`, as released and as the original scripts read it.
 - `keras`: this project's object-based checkpoint `model.ckpt` + `bert_config.json` +
   `vocab.txt` + `model_spec.json` (the head and label count, and the tokenizer's casing).
-- `hf`: a Hugging Face folder (`modeling.hf_checkpoint`).
+- `hf`: a Hugging Face folder (`modeling.checkpoints.hf`).
 
 Every reader builds the model the checkpoint's head calls for and loads it strictly; every writer
 checks what it can before writing, writes into a temporary folder beside the target and renames
@@ -24,13 +24,13 @@ import keras
 import tensorflow as tf
 
 from modeling.config import BertConfig
-from modeling.heads_detection import (ENCODER, ModelSpec, UnsupportedCheckpointError,
+from modeling.checkpoints.heads import (ENCODER, ModelSpec, UnsupportedCheckpointError,
                                       build_model, detect_model_spec, model_spec)
-from modeling.hf_checkpoint import (VOCAB_FILE, check_hf_writable,
+from modeling.checkpoints.hf import (VOCAB_FILE, check_hf_writable,
                                     is_hf_folder, read_hf_checkpoint, write_hf_checkpoint)
-from modeling.project_checkpoint import (is_project_checkpoint, load_project_checkpoint,
+from modeling.checkpoints.project import (is_project_checkpoint, load_project_checkpoint,
                                          save_project_checkpoint)
-from modeling.tf1_checkpoint import (assign_tf1_values, load_tf1_checkpoint,
+from modeling.checkpoints.tf1 import (assign_tf1_values, load_tf1_checkpoint,
                                      resolve_checkpoint_prefix,
                                      save_tf1_checkpoint)
 

@@ -4,7 +4,7 @@ SWAG: each question's context is about one animal in one place; the right ending
 the same place and animal, the three wrong ones "away from" other animals or places. The words
 "back to" are a shallow cue, like the annotation artefacts of the real SWAG, that even a small
 model from random values learns in a few dozen steps; the coherence of animal and place is the cue
-that next-sentence pretraining on `data.synthetic_corpus` teaches.
+that next-sentence pretraining on `synthetic.corpus` teaches.
 
 CoNLL: documents of sentences that mention people (PER), cities (LOC), organisations (ORG) and
 nationalities (MISC), entities of one or two words, tagged in IOB2, with four columns and
@@ -17,8 +17,8 @@ import io
 import os
 import random
 
-from data.output_files import write_text_atomically
-from data.synthetic_corpus import ACTIONS, ANIMALS, PEOPLE, PLACES, TIMES
+from utils.output_files import write_text_atomically
+from synthetic.corpus import ACTIONS, ANIMALS, PEOPLE, PLACES, TIMES
 
 SWAG_HEADER = ("", "video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source",
                "ending0", "ending1", "ending2", "ending3", "label")

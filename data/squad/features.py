@@ -15,7 +15,7 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 
 from data import tfrecord_schema as schema
-from data.squad_examples import SquadExample
+from data.squad.examples import SquadExample
 from data.tokenization import FullTokenizer
 
 # The first unique id, as in the original.

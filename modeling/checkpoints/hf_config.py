@@ -1,7 +1,7 @@
 """Hugging Face `config.json` / `tokenizer_config.json` <-> this project's `BertConfig` and head.
 
 The eleven `bert_config.json` keys keep their names in a Hugging Face BERT config; `hidden_act`
-goes through the activation table of `modeling.hf_names` so that the formula, not the word,
+goes through the activation table of `modeling.checkpoints.hf_names` so that the formula, not the word,
 survives. Settings this project does not compute (another `model_type`, a LayerNorm epsilon other
 than the original's 1e-12, relative position embeddings, decoder use) are refused.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from modeling.config import RELEASE_EXTRA_KEYS, BertConfig
-from modeling.heads_detection import ModelSpec, UnsupportedCheckpointError
-from modeling.hf_names import ACTIVATIONS_FROM_HF, ACTIVATIONS_TO_HF, ENCODER_ONLY
+from modeling.checkpoints.heads import ModelSpec, UnsupportedCheckpointError
+from modeling.checkpoints.hf_names import ACTIVATIONS_FROM_HF, ACTIVATIONS_TO_HF, ENCODER_ONLY
 
 # The Hugging Face class written for each head this project can write there.
 ARCHITECTURES = {

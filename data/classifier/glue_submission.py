@@ -1,6 +1,6 @@
 """Output files of sequence classification: the original's and the GLUE server's.
 
-- `eval_results.txt`: `key = value` lines in sorted key order (`data.output_files`).
+- `eval_results.txt`: `key = value` lines in sorted key order (`utils.output_files`).
 - `test_results.tsv`: one line per test example, its per-class probabilities (or its score
   for regression) tab-separated, no header, as the original writes them.
 - The GLUE server's submission file of a test split (`CoLA.tsv`, `MNLI-m.tsv`, `AX.tsv`, ...):
@@ -17,9 +17,9 @@ from typing import Sequence
 
 import numpy as np
 
-from data.classifier_features import InputExample
-from data.glue_tasks import GlueTask, SplitSpec
-from data.output_files import write_text_atomically
+from data.classifier.features import InputExample
+from data.classifier.glue_tasks import GlueTask, SplitSpec
+from utils.output_files import write_text_atomically
 
 # Range of the STS-B similarity scores.
 _MIN_SCORE, _MAX_SCORE = 0.0, 5.0

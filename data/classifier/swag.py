@@ -17,8 +17,8 @@ from typing import Sequence
 
 import numpy as np
 
-from data import classifier_features
-from data import output_files
+from data.classifier import features as classifier_features
+from utils import output_files
 from data import tokenization
 
 NUM_CHOICES = 4

@@ -1,7 +1,6 @@
 """SavedModel serving modules: raw text in, the task's outputs out, tokenization in the graph.
 
-The tokenizer is passed in (an in-graph WordPiece tokenizer with `tokenize_with_offsets` and
-`pack`, as `data.text_tokenizer.TextTokenizer`), so this module does not depend on `data/`.
+The tokenizer is `data.text_tokenizer.TextTokenizer` (WordPiece in the graph, with offsets).
 
 - `TextModelServer`: one SavedModel from text to the head's outputs (classifier probabilities,
   SQuAD start/end logits, token-classifier probabilities, or the encoder's pooled and sequence
@@ -14,29 +13,16 @@ Texts longer than `max_seq_length` are truncated as the original `convert_single
 """
 from __future__ import annotations
 
-from typing import Protocol
-
 import keras
 import tensorflow as tf
 
-from modeling.heads_detection import model_spec
+from data.text_tokenizer import TextTokenizer, take_prefix
+from modeling.checkpoints.heads import model_spec
 from modeling.pretrainer import BertPretrainer
 
 TEXT = tf.TensorSpec([None], tf.string)
 _HUB_NAMES = (("input_word_ids", "input_ids"), ("input_mask", "input_mask"),
               ("input_type_ids", "segment_ids"))
-
-
-class InGraphTokenizer(Protocol):
-    """What the serving modules need of a tokenizer (`data.text_tokenizer.TextTokenizer`)."""
-
-    do_lower_case: bool
-
-    def tokenize_with_offsets(self, texts: tf.Tensor
-                              ) -> tuple[tf.RaggedTensor, tf.RaggedTensor, tf.RaggedTensor]: ...
-
-    def pack(self, first_ids: tf.RaggedTensor, second_ids: tf.RaggedTensor | None,
-             max_seq_length: int) -> dict[str, tf.Tensor]: ...
 
 
 class _UntrackedModel:
@@ -53,12 +39,6 @@ class _UntrackedModel:
 
     def __call__(self, features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         return self._model(features, training=False)
-
-
-def _prefix(ragged: tf.RaggedTensor, lengths: tf.Tensor) -> tf.RaggedTensor:
-    """The first `lengths[b]` items of each row b of `ragged` [B, (N)]."""
-    index = tf.ragged.range(ragged.row_lengths())
-    return tf.ragged.boolean_mask(ragged, index < lengths[:, tf.newaxis])
 
 
 def packed_offsets(features: dict[str, tf.Tensor], first: tf.RaggedTensor,
@@ -82,9 +62,9 @@ def packed_offsets(features: dict[str, tf.Tensor], first: tf.RaggedTensor,
     rows = tf.shape(features["input_mask"], out_type=tf.int64)[0]
     marker = tf.RaggedTensor.from_row_lengths(tf.fill([rows], tf.constant(-1, tf.int64)),
                                               tf.ones([rows], tf.int64))
-    pieces = [marker, _prefix(first, kept_first), marker]
+    pieces = [marker, take_prefix(first, kept_first), marker]
     if second is not None:
-        pieces += [_prefix(second, tf.maximum(second_length - 1, 0)),
+        pieces += [take_prefix(second, tf.maximum(second_length - 1, 0)),
                    tf.ragged.boolean_mask(marker, (second_length > 0)[:, tf.newaxis])]
     length = features["input_mask"].shape[1]
     return tf.concat(pieces, axis=1).to_tensor(-1, shape=[None, length])
@@ -93,7 +73,7 @@ def packed_offsets(features: dict[str, tf.Tensor], first: tf.RaggedTensor,
 class _TextModule(tf.Module):
     """Tokenizes and packs one or two texts, keeping each token's offsets."""
 
-    def __init__(self, tokenizer: InGraphTokenizer, max_seq_length: int, vocab_file: str,
+    def __init__(self, tokenizer: TextTokenizer, max_seq_length: int, vocab_file: str,
                  name: str | None = None):
         super().__init__(name=name)
         self.tokenizer = tokenizer
@@ -161,7 +141,7 @@ class TextModelServer(_TextModule):
     and `serving_pair(text_a, text_b)`. A multiple-choice model has no text signature.
     """
 
-    def __init__(self, model: keras.Model, tokenizer: InGraphTokenizer, max_seq_length: int,
+    def __init__(self, model: keras.Model, tokenizer: TextTokenizer, max_seq_length: int,
                  vocab_file: str, name: str | None = None):
         super().__init__(tokenizer, max_seq_length, vocab_file, name=name)
         self.spec = model_spec(model)

@@ -16,8 +16,8 @@ from typing import Sequence
 
 import numpy as np
 
-from data import conll
-from data import output_files
+from data.ner import conll
+from utils import output_files
 from data import tokenization
 
 IGNORED_LABEL_ID = -1
@@ -127,7 +127,7 @@ def convert_documents_to_features(documents: Sequence[conll.ConllDocument],
     Args:
         documents: Read CoNLL documents (IOB2 tags).
         tokenizer: WordPiece tokenizer.
-        labels: Label strings in class-index order (`data.conll.label_list`).
+        labels: Label strings in class-index order (`data.ner.conll.label_list`).
         max_seq_length: Length T of every sequence (at least 3).
         document_context: Whether to fill each sequence with the neighbouring sentences
             of the same document.

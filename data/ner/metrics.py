@@ -1,6 +1,6 @@
 """Entity-level precision, recall and F1 exactly as the CoNLL shared tasks' `conlleval` counts them.
 
-An entity ("chunk") opens where `data.conll.starts_chunk` says so (a `B-` tag, or an `I-`
+An entity ("chunk") opens where `data.ner.conll.starts_chunk` says so (a `B-` tag, or an `I-`
 tag after `O` or after another type: IOB1 and IOB2 read alike) and runs until the next
 opening or `O`; sentences never share an entity. A predicted entity is correct when a gold
 entity has the same type, first word and last word. Precision, recall and F1 are in percent,
@@ -14,8 +14,8 @@ import dataclasses
 import os
 from typing import Sequence
 
-from data import conll
-from data import output_files
+from data.ner import conll
+from utils import output_files
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,7 +19,7 @@ from typing import Any, Iterator
 
 from absl import logging
 
-from data.output_files import write_text_atomically
+from utils.output_files import write_text_atomically
 
 VERSION_1 = "1.1"
 VERSION_2 = "2.0"

@@ -20,9 +20,9 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from data.output_files import write_text_atomically
-from data.squad_examples import SquadExample
-from data.squad_features import SquadFeatures
+from utils.output_files import write_text_atomically
+from data.squad.examples import SquadExample
+from data.squad.features import SquadFeatures
 from data.tokenization import BasicTokenizer
 
 # The null score to beat before any window is seen ("large and positive" in the original).

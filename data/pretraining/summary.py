@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from data.pretraining_chunks import ChunkResult
-from data.pretraining_corpus import ReadCounts
+from data.pretraining.chunks import ChunkResult
+from data.pretraining.corpus import ReadCounts
 
 
 def _duration(seconds: float) -> str:

@@ -1,6 +1,6 @@
 """Small generated question-answering sets in the official SQuAD v1.1 / v2.0 JSON format.
 
-Each paragraph is a short story about one animal, in the words of `data.synthetic_corpus`: what it
+Each paragraph is a short story about one animal, in the words of `synthetic.corpus`: what it
 does and when, where it lives, who saw it, and sentences that describe it. The questions ask where
 it lives, who saw it and which animal does what it does; each answer is one word of the paragraph,
 and the question's words point at it, so that a tiny model learns the task in a few hundred steps.
@@ -15,8 +15,8 @@ import os
 import random
 from typing import Any
 
-from data.output_files import write_text_atomically
-from data.synthetic_corpus import ACTIONS, ANIMALS, BAD, GOOD, PEOPLE, PLACES, TIMES
+from utils.output_files import write_text_atomically
+from synthetic.corpus import ACTIONS, ANIMALS, BAD, GOOD, PEOPLE, PLACES, TIMES
 
 
 @dataclasses.dataclass(frozen=True)

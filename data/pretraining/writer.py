@@ -22,10 +22,10 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
-from data import pretraining_chunks
-from data import pretraining_corpus
-from data import tfrecord_io
-from data.pretraining_summary import WriteSummary
+from data.pretraining import chunks as pretraining_chunks
+from data.pretraining import corpus as pretraining_corpus
+from data.pretraining import tfrecord_io
+from data.pretraining.summary import WriteSummary
 
 
 @dataclasses.dataclass(frozen=True)

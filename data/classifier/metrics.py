@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from data import glue_tasks
+from data.classifier import glue_tasks
 
 
 def accuracy(predictions: np.ndarray, labels: np.ndarray) -> float:

@@ -10,7 +10,7 @@ import re
 
 import numpy as np
 
-from modeling.checkpoint_names import ENCODER_TABLE, HEAD_TABLE
+from modeling.checkpoints.names import ENCODER_TABLE, HEAD_TABLE
 
 # (original name, Hugging Face name without the `bert.` prefix of task models, transposed).
 HF_ENCODER_TABLE = (

@@ -14,7 +14,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from modeling.checkpoint_names import is_optimizer_state, tf1_name_map
+from modeling.checkpoints.names import is_optimizer_state, tf1_name_map
 
 WORD_EMBEDDINGS = "bert/embeddings/word_embeddings"
 

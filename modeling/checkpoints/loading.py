@@ -4,10 +4,10 @@ import logging
 import keras
 import tensorflow as tf
 
-from modeling.hf_checkpoint import is_hf_folder, load_hf_checkpoint
-from modeling.project_checkpoint import (ProjectCheckpointMismatchError, is_project_checkpoint,
+from modeling.checkpoints.hf import is_hf_folder, load_hf_checkpoint
+from modeling.checkpoints.project import (ProjectCheckpointMismatchError, is_project_checkpoint,
                                          load_project_checkpoint)
-from modeling.tf1_checkpoint import (CheckpointMismatchError, load_tf1_checkpoint,
+from modeling.checkpoints.tf1 import (CheckpointMismatchError, load_tf1_checkpoint,
                                      resolve_checkpoint_prefix)
 
 # What a strict load raises when a checkpoint does not fit the model, whatever its format.

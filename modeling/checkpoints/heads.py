@@ -13,7 +13,7 @@ from typing import Any
 
 import keras
 
-from modeling.checkpoint_names import ENCODER_TABLE, HEAD_TABLE, is_optimizer_state
+from modeling.checkpoints.names import ENCODER_TABLE, HEAD_TABLE, is_optimizer_state
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from modeling.pretrainer import BertPretrainer

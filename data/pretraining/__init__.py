@@ -1,0 +1,1 @@
+"""The pretraining data pipeline: corpus, documents to instances, masking, TFRecords, the input dataset."""

@@ -1,0 +1,1 @@
+"""SavedModel serving with in-graph tokenization, above `data/` and `modeling/`."""

@@ -1,0 +1,1 @@
+"""Helpers every layer may import: atomic output files and progress lines."""
