@@ -38,7 +38,7 @@ class SelfAttention(keras.layers.Layer):
         self.query = keras.layers.Dense(width, name="query", **dense)
         self.key = keras.layers.Dense(width, name="key", **dense)
         self.value = keras.layers.Dense(width, name="value", **dense)
-        self.dropout = keras.layers.Dropout(dropout_rate, name="dropout")
+        self.dropout = keras.layers.Dropout(dropout_rate, name="dropout", dtype=self.dtype_policy)
 
     def build(self, input_shape):
         for projection in (self.query, self.key, self.value):

@@ -41,7 +41,7 @@ class TransformerLayer(keras.layers.Layer):
         get_activation(hidden_act)  # an unknown name fails here, at construction
         self.output_dense = keras.layers.Dense(hidden_size, name="output", **dense)
         self.output_layer_norm = LayerNorm(epsilon=1e-12, name="output_layer_norm", dtype=policy)
-        self.dropout = keras.layers.Dropout(hidden_dropout_prob, name="dropout")
+        self.dropout = keras.layers.Dropout(hidden_dropout_prob, name="dropout", dtype=policy)
 
     def build(self, input_shape):
         hidden_shape = (None, self.hidden_size)
