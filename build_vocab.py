@@ -11,13 +11,10 @@ from __future__ import annotations
 
 import os
 
-from absl import app
-from absl import flags
-from absl import logging
+from absl import app, flags, logging
 
+from data import tokenization, wordpiece_vocab
 from data.pretraining import corpus as pretraining_corpus
-from data import tokenization
-from data import wordpiece_vocab
 
 FLAGS = flags.FLAGS
 

@@ -10,7 +10,8 @@ import tensorflow as tf
 
 from training.distribution import get_strategy
 from training.optimizer import create_optimizer
-from training.precision import set_dtype_policy
+from training.precision import needs_loss_scaling, set_dtype_policy
+from training.fine_tuning import warmup_steps
 from training.trainer import TrainingConfig
 
 FLAGS = flags.FLAGS
@@ -40,14 +41,17 @@ def define_training_flags():
                          "100, for fine-tuning). Every step goes to output_dir/train_log.jsonl.")
 
 
-_loss_scaling = False
+def check_one_action(*names: str) -> None:
+    """At least one of the `--do_*` flags `names` must be set."""
+    if not any(FLAGS[name].value for name in names):
+        listed = [f"--{name}" for name in names]
+        raise ValueError(f"At least one of {', '.join(listed[:-1])} or {listed[-1]} must be set")
 
 
 def setup_from_flags() -> tf.distribute.Strategy:
     """Seeds every generator, sets the dtype policy and returns the strategy."""
-    global _loss_scaling
     keras.utils.set_random_seed(FLAGS.seed)
-    _loss_scaling = set_dtype_policy(FLAGS.dtype)
+    set_dtype_policy(FLAGS.dtype)
     strategy = get_strategy(FLAGS.distribution_strategy, FLAGS.tpu)
     logging.info("strategy %s with %d replicas, dtype %s", type(strategy).__name__,
                  strategy.num_replicas_in_sync, FLAGS.dtype)
@@ -82,9 +86,20 @@ def training_config_from_flags(num_train_steps: int,
 
 def create_optimizer_from_flags(learning_rate: float, num_train_steps: int,
                                 num_warmup_steps: int) -> keras.optimizers.Optimizer:
+    """The optimizer of --optimizer, loss-scaled under --dtype=mixed_float16."""
     return create_optimizer(learning_rate, num_train_steps, num_warmup_steps,
-                            optimizer_type=FLAGS.optimizer, use_loss_scale=_loss_scaling,
+                            optimizer_type=FLAGS.optimizer,
+                            use_loss_scale=needs_loss_scaling(FLAGS.dtype),
                             learning_rate_step_offset=int(FLAGS.learning_rate_of_next_step))
+
+
+def fine_tuning_optimizer(num_train_steps: int,
+                          learning_rate: float | None = None) -> keras.optimizers.Optimizer:
+    """The fine-tuning scripts' optimizer: --learning_rate (or `learning_rate`), warm-up over
+    --warmup_proportion of `num_train_steps`, then linear decay to 0."""
+    return create_optimizer_from_flags(
+        learning_rate or FLAGS.learning_rate, num_train_steps,
+        warmup_steps(num_train_steps, FLAGS.warmup_proportion))
 
 
 def is_chief(strategy: tf.distribute.Strategy) -> bool:

@@ -8,9 +8,10 @@ bit-identical. The output folder must be absent or empty and is written all or n
 """
 from absl import app, flags
 
-from modeling.checkpoints.formats import (DESCRIPTIONS, FORMATS, check_output_folder,
-                                         detect_format, read_model, write_model)
+from modeling.checkpoints.folders import read_model, write_model
+from modeling.checkpoints.formats import DESCRIPTIONS, FORMATS, detect_format
 from modeling.checkpoints.heads import HEAD_NAMES
+from utils.output_files import check_output_folder
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input", None, "Checkpoint prefix, or the folder holding the checkpoint.")

@@ -18,15 +18,11 @@ from __future__ import annotations
 
 import os
 
-from absl import app
-from absl import flags
-from absl import logging
+from absl import app, flags, logging
 
-from data.pretraining import masked_lm
-from data.pretraining import chunks as pretraining_chunks
-from data.pretraining import corpus as pretraining_corpus
-from data.pretraining import writer
 from data import tokenization
+from data.pretraining import (chunks as pretraining_chunks, corpus as pretraining_corpus, masked_lm,
+                              writer)
 from data.pretraining.instances import PretrainingConfig
 
 FLAGS = flags.FLAGS

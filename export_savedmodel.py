@@ -17,10 +17,11 @@ import tensorflow as tf
 
 from data import tokenization
 from data.text_tokenizer import TextTokenizer
-from modeling.checkpoints.formats import (DESCRIPTIONS, FORMATS, atomic_output_folder,
-                                         check_output_folder, detect_format, read_model)
+from modeling.checkpoints.folders import read_model
+from modeling.checkpoints.formats import DESCRIPTIONS, FORMATS, detect_format
 from modeling.checkpoints.heads import HEAD_NAMES
 from serving.servers import EncoderServer, Preprocessor, TextModelServer
+from utils.output_files import atomic_output_folder, check_output_folder
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input", None, "Checkpoint prefix or folder, in any format.")

@@ -5,8 +5,6 @@
       --init_checkpoint=$BERT_DIR/bert_model.ckpt --layers=-1,-2,-3,-4 --max_seq_length=128
 """
 import itertools
-import os
-import tempfile
 
 from absl import app, flags, logging
 import tensorflow as tf
@@ -15,10 +13,11 @@ import common_flags
 from data import tokenization
 from data.feature_extraction import (convert_example, features_to_arrays, format_output_line,
                                      parse_layer_indexes, read_examples)
-from utils.progress import Progress
+from modeling.checkpoints.formats import load_checkpoint
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
-from modeling.checkpoints.tf1 import load_tf1_checkpoint
+from utils.output_files import AtomicFile
+from utils.progress import Progress
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None, "Text file, one example a line; `a ||| b` for pairs.")
@@ -26,7 +25,7 @@ flags.DEFINE_string("output_file", None, "JSON-lines output file.")
 flags.DEFINE_string("layers", "-1,-2,-3,-4", "Comma-separated indexes of the layers to output.")
 flags.DEFINE_string("bert_config_file", None, "The bert_config.json of the model.")
 flags.DEFINE_integer("max_seq_length", 128, "Longest sequence after WordPiece tokenization.")
-flags.DEFINE_string("init_checkpoint", None, "Checkpoint of the model (original TF1 format).")
+flags.DEFINE_string("init_checkpoint", None, "Checkpoint of the model: original TF1, project (keras) or a Hugging Face folder.")
 flags.DEFINE_string("vocab_file", None, "The vocab.txt of the model.")
 flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (uncased models).")
 flags.DEFINE_integer("batch_size", 32, "Examples per batch.")
@@ -46,15 +45,13 @@ def main(_):
     layer_indexes = parse_layer_indexes(FLAGS.layers, config.num_hidden_layers)
     tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
     encoder = BertEncoder(config)
-    load_tf1_checkpoint(encoder, FLAGS.init_checkpoint)
+    load_checkpoint(encoder, FLAGS.init_checkpoint)
     run = tf.function(lambda inputs: encoder(inputs, training=False)["encoder_outputs"])
 
     with open(FLAGS.input_file, "rb") as f:
         total = sum(1 for _ in f)
     progress = Progress("examples", total)
-    folder = os.path.dirname(os.path.abspath(FLAGS.output_file))
-    with tempfile.NamedTemporaryFile("w", dir=folder, suffix=".tmp", delete=False,
-                                     encoding="utf-8") as out:
+    with AtomicFile(FLAGS.output_file) as out:
         examples = read_examples(FLAGS.input_file)
         features = (convert_example(e, FLAGS.max_seq_length, tokenizer) for e in examples)
         for batch in _batches(features, FLAGS.batch_size):
@@ -64,7 +61,6 @@ def main(_):
                 out.write(format_output_line(feature, layer_indexes,
                                              [layer[row] for layer in selected]))
             progress.update(len(batch))
-    os.replace(out.name, FLAGS.output_file)
     logging.info("%s; wrote %s", progress.done(), FLAGS.output_file)
 
 

@@ -25,19 +25,18 @@ from absl import app, flags, logging
 import numpy as np
 import tensorflow as tf
 
-from data.classifier import glue_tasks
+import common_flags
 from data import tokenization
-from data.classifier.metrics import loss_metrics, task_metrics
+from data.classifier import glue_tasks
 from data.classifier.features import InputExample, convert_examples_to_features, features_to_arrays
 from data.classifier.glue_submission import write_submission, write_test_results
-from utils.output_files import write_eval_results
+from data.classifier.metrics import loss_metrics, task_metrics
 from modeling import losses
 from modeling.config import BertConfig
 from modeling.task_models import BertClassifier
-import common_flags
-from training.fine_tuning import (fit, initialise_encoder, predict, restore_fine_tuned,
-                                  save_fine_tuned, train_steps, warmup_steps,
-                                  write_eval_summaries)
+from training.fine_tuning import (fit, predict, prepare, restore_fine_tuned, save_fine_tuned,
+                                  train_steps, write_eval_summaries)
+from utils.output_files import write_eval_results
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("data_dir", None, "The task's folder of .tsv files (GLUE/XNLI layout).")
@@ -76,8 +75,7 @@ _BEST_DIR = "best"
 
 
 def _check_flags(task: glue_tasks.GlueTask, config: BertConfig) -> None:
-    if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
-        raise ValueError("At least one of --do_train, --do_eval or --do_predict must be set")
+    common_flags.check_one_action("do_train", "do_eval", "do_predict")
     common_flags.check_max_seq_length(config)
     for flag, role in (("do_train", "train"), ("do_eval", "eval"), ("do_predict", "predict")):
         if FLAGS[flag].value and not task.splits_for(role):
@@ -145,14 +143,10 @@ def _train(strategy, task: glue_tasks.GlueTask, config: BertConfig,
                                   FLAGS.num_train_epochs)
     logging.info("***** Running training *****: %d examples, batch size %d, %d steps",
                  len(train_examples), FLAGS.train_batch_size, num_train_steps)
-    with strategy.scope():
-        model = BertClassifier(config, task.num_labels)
-        optimizer = common_flags.create_optimizer_from_flags(
-            FLAGS.learning_rate, num_train_steps,
-            warmup_steps(num_train_steps, FLAGS.warmup_proportion))
-        resuming = tf.train.latest_checkpoint(FLAGS.output_dir) is not None
-        if not resuming:
-            initialise_encoder(model, FLAGS.init_checkpoint)
+    model, optimizer, resuming = prepare(
+        strategy, lambda: BertClassifier(config, task.num_labels),
+        lambda: common_flags.fine_tuning_optimizer(num_train_steps), FLAGS.init_checkpoint,
+        FLAGS.output_dir)
     ends = _epoch_ends(len(train_examples)) if FLAGS.eval_every_epoch else [num_train_steps]
     dev_split = task.splits_for("eval")[0] if FLAGS.eval_every_epoch else None
     best = _previous_best(task) if resuming else None

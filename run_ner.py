@@ -29,18 +29,18 @@ import numpy as np
 import tensorflow as tf
 
 import common_flags
-from data.ner import conll, features as ner_features, metrics
 from data import tokenization
 from data.feature_extraction import parse_layer_indexes
-from utils.output_files import write_eval_results, write_text_atomically
+from data.ner import conll, features as ner_features, metrics
 from modeling import losses
 from modeling.bilstm_tagger import BiLstmTagger
-from modeling.checkpoints.loading import load_checkpoint
+from modeling.checkpoints.formats import load_checkpoint
+from modeling.checkpoints.tf1 import save_tf1_checkpoint
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from modeling.task_models import BertTokenClassifier
-from modeling.checkpoints.tf1 import save_tf1_checkpoint
 from training import feature_cache, fine_tuning
+from utils.output_files import write_eval_results, write_text_atomically
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("data_dir", None, "Folder of the CoNLL files: train.txt, valid.txt, test.txt.")
@@ -85,8 +85,7 @@ _LABEL_FILE = "label_list.txt"
 
 def _check_flags(config: BertConfig) -> list[int]:
     """Checks the flags; returns the feature layers (for --feature_based)."""
-    if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
-        raise ValueError("At least one of --do_train, --do_eval or --do_predict must be set")
+    common_flags.check_one_action("do_train", "do_eval", "do_predict")
     common_flags.check_max_seq_length(config)
     for name in ("train_batch_size", "eval_batch_size", "predict_batch_size", "lstm_units"):
         if FLAGS[name].value < 1:
@@ -161,29 +160,25 @@ def _loss_fn(outputs, batch, normaliser):
     return {"loss": losses.token_cross_entropy(outputs["logits"], batch["label_ids"], count)}
 
 
-def _optimizer(num_examples: int):
+def _train_steps(num_examples: int) -> tuple[int, float]:
+    """The training steps and the peak learning rate (logged)."""
     num_train_steps = fine_tuning.train_steps(num_examples, FLAGS.train_batch_size,
                                               FLAGS.num_train_epochs)
     learning_rate = FLAGS.learning_rate or (1e-3 if FLAGS.feature_based else 5e-5)
     logging.info("***** Running training *****: %d sentences, batch size %d, %d steps, "
                  "learning rate %g", num_examples, FLAGS.train_batch_size, num_train_steps,
                  learning_rate)
-    return common_flags.create_optimizer_from_flags(
-        learning_rate, num_train_steps,
-        fine_tuning.warmup_steps(num_train_steps, FLAGS.warmup_proportion)), num_train_steps
+    return num_train_steps, learning_rate
 
 
 def _train_fine_tuned(strategy, config, features: ner_features.NerFeatures, num_labels: int):
-    with strategy.scope():
-        model = BertTokenClassifier(config, num_labels)
-        optimizer, num_train_steps = _optimizer(len(features.input_ids))
-        if not tf.train.latest_checkpoint(FLAGS.output_dir):
-            fine_tuning.initialise_encoder(model, FLAGS.init_checkpoint)
-    fine_tuning.fit(strategy, model, optimizer, _loss_fn, features.to_arrays(),
-                    FLAGS.train_batch_size, common_flags.training_config_from_flags(
-                        num_train_steps), FLAGS.seed)
-    if common_flags.is_chief(strategy):
-        fine_tuning.save_fine_tuned(model, FLAGS.output_dir, num_train_steps)
+    num_train_steps, learning_rate = _train_steps(len(features.input_ids))
+    model = fine_tuning.fine_tune(
+        strategy, lambda: BertTokenClassifier(config, num_labels),
+        lambda: common_flags.fine_tuning_optimizer(num_train_steps, learning_rate), _loss_fn,
+        features.to_arrays(), FLAGS.train_batch_size,
+        common_flags.training_config_from_flags(num_train_steps), FLAGS.seed,
+        FLAGS.init_checkpoint, save=common_flags.is_chief(strategy))
     return model, num_train_steps
 
 
@@ -223,9 +218,10 @@ def _tagger(feature_size: int, num_labels: int) -> BiLstmTagger:
 def _train_feature_based(strategy, config, path: str, features: ner_features.NerFeatures,
                          num_labels: int, layers: list[int]):
     words = _word_features(config, path, features, layers)
+    num_train_steps, learning_rate = _train_steps(words.num_sentences)
     with strategy.scope():
         tagger = _tagger(words.feature_size, num_labels)
-        optimizer, num_train_steps = _optimizer(words.num_sentences)
+        optimizer = common_flags.fine_tuning_optimizer(num_train_steps, learning_rate)
     dataset_fn = feature_cache.training_dataset_fn(
         words, _word_labels(features),
         FLAGS.train_batch_size // FLAGS.gradient_accumulation_steps, FLAGS.seed)

@@ -22,19 +22,19 @@ import os
 from absl import app, flags, logging
 import tensorflow as tf
 
-from utils.output_files import write_eval_results
-from data.pretraining.dataset import (check_pretraining_files, count_records,
-                                      damaged_records_named, expand_file_patterns,
-                                      pretraining_dataset)
+import common_flags
+from data.pretraining.dataset import (check_pretraining_files, count_records, damaged_records_named,
+                                      expand_file_patterns, pretraining_dataset)
+from modeling.checkpoints.errors import CheckpointMismatchError
+from modeling.checkpoints.formats import checkpoint_step, load_checkpoint
 from modeling.checkpoints.names import tf1_name
-from modeling.checkpoints.loading import checkpoint_step, load_checkpoint
+from modeling.checkpoints.tf1 import save_tf1_checkpoint
 from modeling.config import BertConfig
 from modeling.pretrainer import BertPretrainer, pretraining_losses, pretraining_metric_sums
-from modeling.checkpoints.project import ProjectCheckpointMismatchError
-from modeling.checkpoints.tf1 import CheckpointMismatchError, save_tf1_checkpoint
-import common_flags
+from training.checkpointing import resumes
 from training.evaluation import evaluate
 from training.trainer import Trainer
+from utils.output_files import write_eval_results
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None, "TFRecord files: comma-separated, globs allowed.")
@@ -64,8 +64,7 @@ flags.mark_flags_as_required(["input_file", "output_dir", "bert_config_file"])
 
 
 def _check_flags(config: BertConfig):
-    if not FLAGS.do_train and not FLAGS.do_eval:
-        raise ValueError("at least one of --do_train or --do_eval must be set")
+    common_flags.check_one_action("do_train", "do_eval")
     common_flags.check_max_seq_length(config)
     if FLAGS.do_eval and not FLAGS.eval_single_pass and FLAGS.max_eval_steps < 1:
         raise ValueError(f"--max_eval_steps={FLAGS.max_eval_steps} must be >= 1 (or set "
@@ -76,7 +75,7 @@ def _initialise(model: BertPretrainer, path: str):
     """Loads the whole pretrainer, or only its encoder from a checkpoint without these heads."""
     try:
         load_checkpoint(model, path)
-    except (CheckpointMismatchError, ProjectCheckpointMismatchError):
+    except CheckpointMismatchError:
         # Strict on the encoder: its own mismatch, if any, is the error the user sees.
         load_checkpoint(model.encoder, path)
         logging.warning("%s has no pretraining heads that fit: they start from random values",
@@ -115,7 +114,7 @@ def _train(strategy, config: BertConfig) -> BertPretrainer:
         model = BertPretrainer(config)
         optimizer = common_flags.create_optimizer_from_flags(
             FLAGS.learning_rate, FLAGS.num_train_steps, FLAGS.num_warmup_steps)
-        if FLAGS.init_checkpoint and not tf.train.latest_checkpoint(FLAGS.output_dir):
+        if FLAGS.init_checkpoint and not resumes(FLAGS.output_dir):
             _initialise(model, FLAGS.init_checkpoint)
     micro_batch = FLAGS.train_batch_size // FLAGS.gradient_accumulation_steps
     dataset_fn = lambda context: _dataset(True, micro_batch, context)  # noqa: E731

@@ -25,16 +25,16 @@ import tensorflow as tf
 
 import common_flags
 from data.squad import metrics as squad_metrics
-from utils.progress import Progress
 from data.squad.examples import SquadExample, load_squad_json, read_squad_examples
 from data.squad.features import SquadFeatures, convert_examples_to_features, features_to_arrays
-from data.squad.predictions import RawResult, SquadPredictions, compute_predictions, \
-    write_predictions
+from data.squad.predictions import (RawResult, SquadPredictions, compute_predictions,
+                                    write_predictions)
 from data.tokenization import FullTokenizer, validate_case_matches_checkpoint
 from modeling import losses
 from modeling.config import BertConfig
 from modeling.task_models import BertSpanLabeler
 from training import fine_tuning
+from utils.progress import Progress
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("bert_config_file", None, "The bert_config.json of the pretrained model.")
@@ -73,8 +73,7 @@ _CHUNK = 4096
 def _check_flags(config: BertConfig) -> None:
     """The original's checks, plus the flags that would leave no room for the context."""
     validate_case_matches_checkpoint(FLAGS.do_lower_case, FLAGS.init_checkpoint)
-    if not FLAGS.do_train and not FLAGS.do_predict:
-        raise ValueError("at least one of --do_train or --do_predict must be set")
+    common_flags.check_one_action("do_train", "do_predict")
     if FLAGS.do_train and not FLAGS.train_file:
         raise ValueError("--do_train needs --train_file")
     if FLAGS.do_predict and not FLAGS.predict_file:
@@ -132,13 +131,10 @@ def _training_model(strategy: tf.distribute.Strategy, config: BertConfig, num_ex
     """
     num_train_steps = fine_tuning.train_steps(num_examples, FLAGS.train_batch_size,
                                               FLAGS.num_train_epochs)
-    num_warmup_steps = fine_tuning.warmup_steps(num_train_steps, FLAGS.warmup_proportion)
-    with strategy.scope():
-        model = BertSpanLabeler(config)
-        optimizer = common_flags.create_optimizer_from_flags(
-            FLAGS.learning_rate, num_train_steps, num_warmup_steps)
-        if not tf.train.latest_checkpoint(FLAGS.output_dir):
-            fine_tuning.initialise_encoder(model, FLAGS.init_checkpoint)
+    model, optimizer, _ = fine_tuning.prepare(
+        strategy, lambda: BertSpanLabeler(config),
+        lambda: common_flags.fine_tuning_optimizer(num_train_steps), FLAGS.init_checkpoint,
+        FLAGS.output_dir)
     return model, optimizer, num_train_steps
 
 

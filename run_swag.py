@@ -24,14 +24,14 @@ import numpy as np
 import tensorflow as tf
 
 import common_flags
-from data.classifier import swag
 from data import tokenization
+from data.swag import examples as swag
 from data.classifier.metrics import loss_metrics
-from utils.output_files import write_eval_results
 from modeling import losses
 from modeling.config import BertConfig
 from modeling.task_models import BertMultipleChoice
 from training import fine_tuning
+from utils.output_files import write_eval_results
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("data_dir", None, "Folder of the SWAG CSVs: train.csv, val.csv, test.csv.")
@@ -61,8 +61,7 @@ _FILES = {"train": "train.csv", "eval": "val.csv", "predict": "test.csv"}
 
 
 def _check_flags(config: BertConfig) -> None:
-    if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
-        raise ValueError("At least one of --do_train, --do_eval or --do_predict must be set")
+    common_flags.check_one_action("do_train", "do_eval", "do_predict")
     common_flags.check_max_seq_length(config)
     for name in ("train_batch_size", "eval_batch_size", "predict_batch_size"):
         if FLAGS[name].value < 1:
@@ -94,17 +93,11 @@ def _train(strategy, config: BertConfig, examples: list[swag.SwagExample],
                                               FLAGS.num_train_epochs)
     logging.info("***** Running training *****: %d questions, batch size %d, %d steps",
                  len(examples), FLAGS.train_batch_size, num_train_steps)
-    with strategy.scope():
-        model = BertMultipleChoice(config)
-        optimizer = common_flags.create_optimizer_from_flags(
-            FLAGS.learning_rate, num_train_steps,
-            fine_tuning.warmup_steps(num_train_steps, FLAGS.warmup_proportion))
-        if not tf.train.latest_checkpoint(FLAGS.output_dir):
-            fine_tuning.initialise_encoder(model, FLAGS.init_checkpoint)
-    fine_tuning.fit(strategy, model, optimizer, _loss_fn, arrays, FLAGS.train_batch_size,
-                    common_flags.training_config_from_flags(num_train_steps), FLAGS.seed)
-    if common_flags.is_chief(strategy):
-        fine_tuning.save_fine_tuned(model, FLAGS.output_dir, num_train_steps)
+    model = fine_tuning.fine_tune(
+        strategy, lambda: BertMultipleChoice(config),
+        lambda: common_flags.fine_tuning_optimizer(num_train_steps), _loss_fn, arrays,
+        FLAGS.train_batch_size, common_flags.training_config_from_flags(num_train_steps),
+        FLAGS.seed, FLAGS.init_checkpoint, save=common_flags.is_chief(strategy))
     return model, num_train_steps
 
 

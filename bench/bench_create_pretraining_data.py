@@ -35,9 +35,9 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 sys.path.insert(0, str(REPO_ROOT / "tests"))
 
-from data.pretraining import chunks
-from data.pretraining import instances as pretraining_instances
-from data.pretraining import writer as pretraining_writer
+from data.pretraining import chunks  # noqa: E402
+from data.pretraining import instances as pretraining_instances  # noqa: E402
+from data.pretraining import writer as pretraining_writer  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("data_dir", str(REPO_ROOT.parent / "shared" / "data"), "Real public data.")

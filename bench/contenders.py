@@ -113,13 +113,20 @@ class ThisProject:
 def write_pretraining_records(case: Case, workdir: str, num_batches: int = 8) -> list[str]:
     """Writes `num_batches` batches of synthetic pretraining examples as a TFRecord file."""
     import tensorflow as tf
-    from data.tfrecord_schema import serialize_example
+
+    def feature(values: np.ndarray) -> tf.train.Feature:
+        if values.dtype.kind == "f":
+            return tf.train.Feature(float_list=tf.train.FloatList(value=values.tolist()))
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=values.tolist()))
+
     path = os.path.join(workdir, f"pretraining_T{case.seq_length}.tfrecord")
     with tf.io.TFRecordWriter(path) as writer:
         for seed in range(num_batches):
             batch = synthetic_batch(case, seed)
             for i in range(case.batch_size):
-                writer.write(serialize_example({k: v[i] for k, v in batch.items()}))
+                example = tf.train.Example(features=tf.train.Features(
+                    feature={k: feature(v[i]) for k, v in batch.items()}))
+                writer.write(example.SerializeToString())
     return [path]
 
 

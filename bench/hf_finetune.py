@@ -29,10 +29,10 @@ import torch
 import transformers
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from data.ner import conll, metrics as ner_metrics
-from data.classifier import glue_tasks
-from data.squad import metrics as squad_metrics
+from data.classifier import glue_tasks  # noqa: E402
 from data.classifier.metrics import task_metrics  # noqa: E402
+from data.ner import conll, metrics as ner_metrics  # noqa: E402
+from data.squad import metrics as squad_metrics  # noqa: E402
 from utils.output_files import write_text_atomically  # noqa: E402
 
 _IGNORED = -100  # transformers' ignored label id

@@ -1,9 +1,9 @@
-"""TFRecord feature keys, parsing specs and `tf.train.Example` encoding of the original BERT code.
+"""TFRecord feature keys, parsing specs and the `tf.train.Example` wire encoding of BERT records.
 
-The keys are the original scripts' (and the model's input keys). `serialize_example` writes the
-protobuf wire format directly, with map entries in the given order, so equal inputs give equal
-bytes in every process (the protobuf runtime's own map order varies between processes); a parsed
-record equals the `tf.train.Example` that `make_example` builds from the same values.
+The keys are the original scripts' (and the model's input keys). The wire-format helpers write a
+serialized `tf.train.Example`'s map entries from already packed values; the pretraining record
+encoder (`data/pretraining/records.py`) joins them in the original writer's order, so equal inputs
+give equal bytes in every process (the protobuf runtime's own map order varies between processes).
 
 TensorFlow is imported on first use only: the data-preparation worker processes need the keys and
 the wire encoding, and stay light without it.
@@ -11,10 +11,7 @@ the wire encoding, and stay light without it.
 from __future__ import annotations
 
 import dataclasses
-import struct
 from typing import Any, Mapping, Sequence
-
-import numpy as np
 
 INPUT_IDS = "input_ids"
 INPUT_MASK = "input_mask"
@@ -23,11 +20,9 @@ MASKED_LM_POSITIONS = "masked_lm_positions"
 MASKED_LM_IDS = "masked_lm_ids"
 MASKED_LM_WEIGHTS = "masked_lm_weights"
 NEXT_SENTENCE_LABELS = "next_sentence_labels"
-LABEL_IDS = "label_ids"
 START_POSITIONS = "start_positions"
 END_POSITIONS = "end_positions"
 UNIQUE_IDS = "unique_ids"
-IS_REAL_EXAMPLE = "is_real_example"
 
 INT64 = "int64"
 FLOAT = "float"
@@ -67,30 +62,6 @@ def pretraining_fields(max_seq_length: int,
     )
 
 
-def classifier_fields(max_seq_length: int) -> tuple[FeatureField, ...]:
-    """Features of `run_classifier.py` records (`label_ids` and `is_real_example` scalars)."""
-    return (
-        FeatureField(INPUT_IDS, INT64, max_seq_length),
-        FeatureField(INPUT_MASK, INT64, max_seq_length),
-        FeatureField(SEGMENT_IDS, INT64, max_seq_length),
-        FeatureField(LABEL_IDS, INT64, 0),
-        FeatureField(IS_REAL_EXAMPLE, INT64, 0),
-    )
-
-
-def squad_fields(max_seq_length: int, is_training: bool) -> tuple[FeatureField, ...]:
-    """Features of `run_squad.py` records; answer positions only for training."""
-    fields = (
-        FeatureField(UNIQUE_IDS, INT64, 0),
-        FeatureField(INPUT_IDS, INT64, max_seq_length),
-        FeatureField(INPUT_MASK, INT64, max_seq_length),
-        FeatureField(SEGMENT_IDS, INT64, max_seq_length),
-    )
-    if is_training:
-        fields += (FeatureField(START_POSITIONS, INT64, 0), FeatureField(END_POSITIONS, INT64, 0))
-    return fields
-
-
 def feature_spec(fields: Sequence[FeatureField]) -> dict[str, Any]:
     """Maps each field to a `tf.io.FixedLenFeature` for `tf.io.parse_example`."""
     import tensorflow as tf
@@ -104,45 +75,6 @@ def feature_spec(fields: Sequence[FeatureField]) -> dict[str, Any]:
 def pretraining_feature_spec(max_seq_length: int, max_predictions_per_seq: int) -> dict[str, Any]:
     """Parsing spec of the pretraining records (the original `run_pretraining.py` spec)."""
     return feature_spec(pretraining_fields(max_seq_length, max_predictions_per_seq))
-
-
-def classifier_feature_spec(max_seq_length: int) -> dict[str, Any]:
-    """Parsing spec of the classifier records (the original `run_classifier.py` spec)."""
-    return feature_spec(classifier_fields(max_seq_length))
-
-
-def squad_feature_spec(max_seq_length: int, is_training: bool) -> dict[str, Any]:
-    """Parsing spec of the SQuAD records (the original `run_squad.py` spec)."""
-    return feature_spec(squad_fields(max_seq_length, is_training))
-
-
-def _is_float_values(values: Any) -> bool:
-    if isinstance(values, np.ndarray):
-        return values.dtype.kind == "f"
-    return any(isinstance(value, float) for value in values)
-
-
-def create_int_feature(values: Sequence[int]) -> Any:
-    """A `tf.train.Feature` holding an `int64_list`."""
-    import tensorflow as tf
-
-    return tf.train.Feature(int64_list=tf.train.Int64List(value=[int(v) for v in values]))
-
-
-def create_float_feature(values: Sequence[float]) -> Any:
-    """A `tf.train.Feature` holding a `float_list`."""
-    import tensorflow as tf
-
-    return tf.train.Feature(float_list=tf.train.FloatList(value=[float(v) for v in values]))
-
-
-def make_example(features: Mapping[str, Sequence[int] | Sequence[float] | np.ndarray]) -> Any:
-    """Builds a `tf.train.Example`; float values give a `float_list`, others an `int64_list`."""
-    import tensorflow as tf
-
-    feature = {key: create_float_feature(values) if _is_float_values(values)
-               else create_int_feature(values) for key, values in features.items()}
-    return tf.train.Example(features=tf.train.Features(feature=feature))
 
 
 def encode_varint(value: int) -> bytes:
@@ -177,30 +109,6 @@ def encode_float_entry(prefix: bytes, packed_floats: bytes) -> bytes:
     float_list = _length_delimited(b"\x0a", packed_floats)
     feature = _length_delimited(b"\x12", float_list)
     return _length_delimited(b"\x0a", prefix + encode_varint(len(feature)) + feature)
-
-
-def encode_example(entries: Sequence[bytes]) -> bytes:
-    """A serialized `tf.train.Example` from encoded map entries, kept in the given order."""
-    return _length_delimited(b"\x0a", b"".join(entries))
-
-
-def serialize_example(features: Mapping[str, Sequence[int] | Sequence[float] | np.ndarray]
-                      ) -> bytes:
-    """Serialized `tf.train.Example` of `features`, entries in the mapping's order.
-
-    Float values (a float dtype, or any Python float) give a `float_list` of float32; others an
-    `int64_list`. Empty lists are written as empty `int64_list`s.
-    """
-    entries = []
-    for key, values in features.items():
-        prefix = feature_entry_prefix(key)
-        if _is_float_values(values):
-            packed = struct.pack(f"<{len(values)}f", *[float(v) for v in values])
-            entries.append(encode_float_entry(prefix, packed))
-        else:
-            packed = b"".join(encode_varint(int(v)) for v in values)
-            entries.append(encode_int64_entry(prefix, packed))
-    return encode_example(entries)
 
 
 def check_example_fields(features: Mapping[str, Any], fields: Sequence[FeatureField],

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import os
 from typing import Iterable, Iterator, Sequence
 
 from data import tokenization
+from utils.output_files import write_text_atomically
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
@@ -106,7 +106,4 @@ def learn_vocabulary(word_counts: collections.Counter, options: LearnerOptions) 
 
 def write_vocabulary(tokens: Sequence[str], path: str) -> None:
     """Writes one token per line, atomically (a temporary file renamed into place)."""
-    temporary = f"{path}.{os.getpid()}.incomplete"
-    with open(temporary, "w", encoding="utf-8") as writer:
-        writer.write("".join(f"{token}\n" for token in tokens))
-    os.replace(temporary, path)
+    write_text_atomically(path, "".join(f"{token}\n" for token in tokens))

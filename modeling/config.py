@@ -5,8 +5,9 @@ import dataclasses
 import json
 import logging
 import os
-import tempfile
 from typing import Any
+
+from utils.output_files import write_text_atomically
 
 # Keys that Google's multilingual and Chinese releases carry beyond the 11 of the original code. They
 # do not change the model; they are kept so that a config written back is the config read.
@@ -101,14 +102,7 @@ class BertConfig:
 
     def to_json_file(self, path: str | os.PathLike) -> None:
         """Writes the config atomically (a temp file in the same folder, then a rename)."""
-        folder = os.path.dirname(os.path.abspath(path))
-        with tempfile.NamedTemporaryFile("w", dir=folder, delete=False, suffix=".tmp",
-                                         encoding="utf-8") as f:
-            f.write(self.to_json_string())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(f.name, 0o666 & ~umask)  # the usual permissions, not the temp file's 0600
-        os.replace(f.name, path)
+        write_text_atomically(path, self.to_json_string())
 
 
 def _check_type(name: str, value: Any, annotation: str) -> None:
@@ -118,29 +112,3 @@ def _check_type(name: str, value: Any, annotation: str) -> None:
     if annotation in ("int", "float") and value < 0:
         raise ValueError(f"`{name}` must not be negative, got {value!r}")
 
-
-_SMALL_LAYERS = (2, 4, 6, 8, 10, 12)
-_SMALL_WIDTHS = (128, 256, 512, 768)
-
-
-def _preset(layers: int, hidden: int, vocab_size: int = 30522) -> dict[str, Any]:
-    return dict(vocab_size=vocab_size, hidden_size=hidden, num_hidden_layers=layers,
-                num_attention_heads=hidden // 64, intermediate_size=4 * hidden,
-                max_position_embeddings=512, type_vocab_size=2)
-
-
-# The released models: BERT-Base and BERT-Large (uncased vocabulary; pass vocab_size for others) and
-# the 24 small BERTs, named as released ("uncased_L-4_H-256_A-4").
-PRESETS: dict[str, dict[str, Any]] = {
-    "bert_base": _preset(12, 768),
-    "bert_large": _preset(24, 1024),
-    **{f"uncased_L-{layers}_H-{hidden}_A-{hidden // 64}": _preset(layers, hidden)
-       for layers in _SMALL_LAYERS for hidden in _SMALL_WIDTHS},
-}
-
-
-def preset_config(name: str, **overrides: Any) -> BertConfig:
-    """Returns the config of a released model by name, with optional overrides (e.g. vocab_size)."""
-    if name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r}; valid presets: {', '.join(PRESETS)}")
-    return BertConfig(**{**PRESETS[name], **overrides})

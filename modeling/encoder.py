@@ -1,6 +1,5 @@
 """`BertEncoder`: the BERT Transformer encoder as a functional Keras model (paper section 3)."""
 import keras
-import tensorflow as tf
 
 from modeling.attention import AttentionMask
 from modeling.config import BertConfig
@@ -80,8 +79,3 @@ class BertEncoder(keras.Model):
     def from_config(cls, config):
         return cls(BertConfig.from_dict(config["config"]), name=config.get("name", "bert"))
 
-
-def dummy_inputs(batch_size: int = 1, seq_length: int = 2) -> dict[str, tf.Tensor]:
-    """Zero inputs of the encoder's signature, for building a model's variables."""
-    zeros = tf.zeros([batch_size, seq_length], tf.int32)
-    return {"input_ids": zeros, "input_mask": tf.ones_like(zeros), "segment_ids": zeros}

@@ -15,8 +15,8 @@ import os
 import random
 from typing import Any
 
-from utils.output_files import write_text_atomically
 from synthetic.corpus import ACTIONS, ANIMALS, BAD, GOOD, PEOPLE, PLACES, TIMES
+from utils.output_files import write_text_atomically
 
 
 @dataclasses.dataclass(frozen=True)

@@ -17,8 +17,8 @@ import io
 import os
 import random
 
-from utils.output_files import write_text_atomically
 from synthetic.corpus import ACTIONS, ANIMALS, PEOPLE, PLACES, TIMES
+from utils.output_files import write_text_atomically
 
 SWAG_HEADER = ("", "video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source",
                "ending0", "ending1", "ending2", "ending3", "label")

@@ -5,12 +5,11 @@ import shutil
 import numpy as np
 import pytest
 
-from bench import finetune_report
-from bench import finetune_real_weights
+from bench import finetune_real_weights, finetune_report
 from bench.finetune_real_weights import (TASKS, TIMING, FineTuneTask, plan, run_key, runs_table,
-                                          training_timing)
-from data.ner import conll, features
+                                         training_timing)
 from data import tokenization
+from data.ner import conll, features
 
 
 def test_plan_runs_every_task_once_before_the_extra_seeds_then_times_each_task():

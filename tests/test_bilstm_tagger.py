@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 
 from modeling.bilstm_tagger import BiLstmTagger
-from modeling.checkpoints.loading import PROJECT, load_checkpoint
-from modeling.checkpoints.project import ProjectCheckpointMismatchError, save_project_checkpoint
+from modeling.checkpoints.errors import CheckpointMismatchError
+from modeling.checkpoints.formats import KERAS, load_checkpoint
+from modeling.checkpoints.project import save_project_checkpoint
 
 _D, _U, _K = 12, 8, 5
 
@@ -77,10 +78,10 @@ def test_project_checkpoint_round_trip_is_strict(tmp_path):
     tagger = _tagger(seed=1)
     prefix = save_project_checkpoint(tagger, str(tmp_path / "tagger"))
     restored = _tagger(seed=2)
-    assert load_checkpoint(restored, prefix) == PROJECT
+    assert load_checkpoint(restored, prefix) == KERAS
     inputs = _inputs()
     np.testing.assert_array_equal(restored(inputs, training=False)["logits"],
                                   tagger(inputs, training=False)["logits"])
     wider = BiLstmTagger(_D, _K, lstm_units=2 * _U)
-    with pytest.raises(ProjectCheckpointMismatchError):
+    with pytest.raises(CheckpointMismatchError):
         load_checkpoint(wider, prefix)

@@ -3,8 +3,8 @@ import pathlib
 import subprocess
 import sys
 
-from data.pretraining import masked_lm
 from data import tokenization
+from data.pretraining import masked_lm
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 

@@ -4,12 +4,12 @@ import shutil
 import numpy as np
 import pytest
 
-from modeling.checkpoints.loading import PROJECT, TF1, load_checkpoint
+from modeling.checkpoints.errors import CheckpointMismatchError, CorruptCheckpointError
+from modeling.checkpoints.formats import KERAS, TF1, load_checkpoint
+from modeling.checkpoints.project import save_project_checkpoint
 from modeling.config import BertConfig
 from modeling.pretrainer import BertPretrainer
-from modeling.checkpoints.project import ProjectCheckpointMismatchError, save_project_checkpoint
 from modeling.task_models import BertClassifier
-from modeling.checkpoints.tf1 import CorruptCheckpointError
 from tests.modeling_fixtures import tiny_config, tiny_dir
 
 
@@ -24,7 +24,7 @@ def test_formats_are_detected_and_said(fixtures_dir, tmp_path):
     assert load_checkpoint(model, str(tiny_dir(fixtures_dir))) == TF1
     save_project_checkpoint(model, str(tmp_path / "ckpt"))
     copy = BertPretrainer(tiny_config(fixtures_dir))
-    assert load_checkpoint(copy, str(tmp_path / "ckpt")) == PROJECT
+    assert load_checkpoint(copy, str(tmp_path / "ckpt")) == KERAS
     for a, b in zip(model.weights, copy.weights):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
 
@@ -37,7 +37,7 @@ def test_project_checkpoint_initialises_another_models_encoder(tmp_path):
     for a, b in zip(pretrainer.encoder.weights, classifier.encoder.weights):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
     # The whole classifier needs its head, which a pretraining checkpoint lacks.
-    with pytest.raises(ProjectCheckpointMismatchError, match="classifier/output_weights"):
+    with pytest.raises(CheckpointMismatchError, match="classifier/output_weights"):
         load_checkpoint(classifier, str(tmp_path / "ckpt"))
 
 
@@ -45,7 +45,7 @@ def test_project_checkpoint_shape_mismatch_changes_nothing(tmp_path):
     save_project_checkpoint(BertPretrainer(_config()), str(tmp_path / "ckpt"))
     model = BertPretrainer(_config(intermediate_size=24))
     before = [v.numpy().copy() for v in model.weights]
-    with pytest.raises(ProjectCheckpointMismatchError):
+    with pytest.raises(CheckpointMismatchError):
         load_checkpoint(model, str(tmp_path / "ckpt"))
     for variable, value in zip(model.weights, before):
         np.testing.assert_array_equal(variable.numpy(), value)
@@ -69,7 +69,7 @@ def _tf1_copy(fixtures_dir, folder):
 
 
 @pytest.mark.parametrize("how", ["truncated", "bit_flip"])
-@pytest.mark.parametrize("checkpoint_format", [TF1, PROJECT])
+@pytest.mark.parametrize("checkpoint_format", [TF1, KERAS])
 def test_a_damaged_checkpoint_is_named_and_nothing_is_loaded(fixtures_dir, tmp_path, how,
                                                              checkpoint_format):
     if checkpoint_format == TF1:

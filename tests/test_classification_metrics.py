@@ -4,10 +4,10 @@ import math
 import numpy as np
 import pytest
 
-from data.classifier.metrics import (accuracy, average_ranks, f1_score, loss_metrics,
-                                         matthews_corrcoef, pearson_correlation,
-                                         spearman_correlation, task_metrics)
 from data.classifier.glue_tasks import get_task
+from data.classifier.metrics import (accuracy, average_ranks, f1_score, loss_metrics,
+                                     matthews_corrcoef, pearson_correlation, spearman_correlation,
+                                     task_metrics)
 
 # TP at 0 and 4, FP at 1, TN at 2, FN at 3.
 _PREDICTIONS = np.array([1, 1, 0, 0, 1])

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from modeling.config import BertConfig, PRESETS, preset_config
+from modeling.config import BertConfig
 
 ORIGINAL_DEFAULTS = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
                          intermediate_size=3072, hidden_act="gelu", hidden_dropout_prob=0.1,
@@ -52,13 +52,3 @@ def test_release_extra_keys_round_trip_and_unknown_keys_warn(tmp_path, caplog):
 def test_fixture_config_reads(fixtures_dir):
     config = BertConfig.from_json_file(fixtures_dir / "original/tiny/bert_config.json")
     assert (config.hidden_size, config.num_hidden_layers, config.type_vocab_size) == (128, 2, 2)
-
-
-def test_presets_cover_the_24_small_berts():
-    small = [name for name in PRESETS if name.startswith("uncased_L-")]
-    assert len(small) == 24
-    config = preset_config("uncased_L-8_H-512_A-8")
-    assert (config.num_hidden_layers, config.hidden_size, config.num_attention_heads,
-            config.intermediate_size) == (8, 512, 8, 2048)
-    with pytest.raises(ValueError, match="bert_base"):
-        preset_config("bert_huge")

@@ -8,14 +8,15 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
-import modeling.checkpoints.formats as checkpoint_formats
-from modeling.checkpoints.formats import (HF, KERAS, TF1, LoadedModel, detect_format, read_model,
-                                         write_model)
+from modeling.checkpoints.errors import UnsupportedCheckpointError
+import modeling.checkpoints.folders as checkpoint_folders
+from modeling.checkpoints.folders import LoadedModel, read_model, write_model
+from modeling.checkpoints.formats import HF, KERAS, TF1, detect_format
+from modeling.checkpoints.heads import ModelSpec, build_model
 from modeling.checkpoints.names import tf1_name_map
-from modeling.config import BertConfig
-from modeling.checkpoints.heads import ModelSpec, UnsupportedCheckpointError, build_model
 from modeling.checkpoints.project import save_project_checkpoint
 from modeling.checkpoints.tf1 import read_tf1_checkpoint, save_tf1_checkpoint
+from modeling.config import BertConfig
 from tests.modeling_fixtures import tiny_dir
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -152,7 +153,7 @@ def test_failed_writes_leave_nothing_behind(tmp_path, monkeypatch):
         pathlib.Path(prefix + ".index").write_bytes(b"partial")
         raise OSError("disk full")
 
-    monkeypatch.setattr(checkpoint_formats, "save_tf1_checkpoint", fail_midway)
+    monkeypatch.setattr(checkpoint_folders, "save_tf1_checkpoint", fail_midway)
     with pytest.raises(OSError, match="disk full"):
         write_model(loaded, TF1, str(tmp_path / "out"), True)
     assert not (tmp_path / "out").exists()

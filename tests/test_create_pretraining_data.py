@@ -10,13 +10,12 @@ import sys
 import time
 
 import numpy as np
-import pytest
-
 import original_pretraining_reference as reference
 import pretraining_statistics as stats
-from data.pretraining import chunks as pretraining_chunks
-from data.pretraining import writer
+import pytest
+
 from data import tokenization
+from data.pretraining import chunks as pretraining_chunks, writer
 from data.pretraining.dataset import pretraining_dataset
 from data.pretraining.instances import PretrainingConfig
 

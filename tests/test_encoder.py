@@ -3,10 +3,10 @@ import pytest
 import tensorflow as tf
 
 from modeling.activations import gelu, gelu_exact
-from modeling.config import BertConfig, preset_config
+from modeling.checkpoints.tf1 import load_tf1_checkpoint
+from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from modeling.pretrainer import BertPretrainer
-from modeling.checkpoints.tf1 import load_tf1_checkpoint
 from tests.modeling_fixtures import golden, golden_inputs, tiny_config, tiny_dir
 
 ATOL_HIDDEN = 1e-5
@@ -73,10 +73,14 @@ def test_any_length_up_to_max_positions_and_batch_size():
         assert len(outputs["encoder_outputs"]) == 1
 
 
-@pytest.mark.parametrize("name,expected", [("bert_base", 109_482_240), ("bert_large", 335_141_888),
-                                           ("uncased_L-2_H-128_A-2", 4_385_920)])
-def test_parameter_counts_equal_the_released_models(name, expected):
-    assert BertEncoder(preset_config(name)).count_params() == expected
+@pytest.mark.parametrize("layers,hidden,expected", [(12, 768, 109_482_240), (24, 1024, 335_141_888),
+                                                   (2, 128, 4_385_920)])
+def test_parameter_counts_equal_the_released_models(layers, hidden, expected):
+    """BERT-Base, BERT-Large and the small L-2/H-128 (uncased vocabulary)."""
+    config = BertConfig(vocab_size=30522, hidden_size=hidden, num_hidden_layers=layers,
+                        num_attention_heads=hidden // 64, intermediate_size=4 * hidden,
+                        max_position_embeddings=512, type_vocab_size=2)
+    assert BertEncoder(config).count_params() == expected
 
 
 def test_gelu_forms_against_hand_computed_values():

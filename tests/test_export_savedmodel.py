@@ -15,9 +15,10 @@ import tensorflow as tf
 from data.classifier.features import InputExample, example_tokens
 from data.text_tokenizer import TextTokenizer
 from data.tokenization import FullTokenizer, strip_accents
-from modeling.checkpoints.formats import KERAS, LoadedModel, read_model, write_model
-from modeling.config import BertConfig
+from modeling.checkpoints.folders import LoadedModel, read_model, write_model
+from modeling.checkpoints.formats import KERAS
 from modeling.checkpoints.heads import ModelSpec, build_model
+from modeling.config import BertConfig
 from serving.servers import TextModelServer
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent

@@ -6,6 +6,8 @@ import numpy as np
 
 from data import tokenization
 from data.feature_extraction import convert_example, parse_layer_indexes, read_examples
+from modeling.checkpoints.folders import read_model, write_model
+from modeling.checkpoints.formats import DESCRIPTIONS
 from tests.conftest import REPO_ROOT
 
 import pytest
@@ -32,17 +34,20 @@ def test_layer_indexes_are_checked():
         parse_layer_indexes("last", 2)
 
 
-def test_script_reproduces_the_original_output(fixtures_dir, uncased_vocab, tmp_path):
+def _extract(fixtures_dir, uncased_vocab, init_checkpoint, output):
     folder = fixtures_dir / "extract_features"
-    tiny = fixtures_dir / "original" / "tiny"
-    output = tmp_path / "out.jsonl"
-    subprocess.run(
+    config = fixtures_dir / "original" / "tiny" / "bert_config.json"
+    return subprocess.run(
         [sys.executable, str(REPO_ROOT / "extract_features.py"),
          f"--input_file={folder / 'input.txt'}", f"--output_file={output}",
-         f"--vocab_file={uncased_vocab}", f"--bert_config_file={tiny / 'bert_config.json'}",
-         f"--init_checkpoint={tiny / 'bert_model.ckpt'}", "--layers=-1,-2",
-         "--max_seq_length=32", "--batch_size=4"], check=True, capture_output=True)
-    expected = [json.loads(line) for line in (folder / "output_tiny.jsonl").open()]
+         f"--vocab_file={uncased_vocab}", f"--bert_config_file={config}",
+         f"--init_checkpoint={init_checkpoint}", "--layers=-1,-2",
+         "--max_seq_length=32", "--batch_size=4"], check=True, capture_output=True, text=True)
+
+
+def _assert_original_output(fixtures_dir, output):
+    expected = [json.loads(line) for line in (fixtures_dir / "extract_features" /
+                                              "output_tiny.jsonl").open()]
     produced = [json.loads(line) for line in output.open()]
     assert len(produced) == len(expected)
     for ours, theirs in zip(produced, expected):
@@ -53,4 +58,24 @@ def test_script_reproduces_the_original_output(fixtures_dir, uncased_vocab, tmp_
             assert [l["index"] for l in our_token["layers"]] == [-1, -2]
             for our_layer, their_layer in zip(our_token["layers"], their_token["layers"]):
                 np.testing.assert_allclose(our_layer["values"], their_layer["values"], atol=1e-5)
+
+
+def test_script_reproduces_the_original_output(fixtures_dir, uncased_vocab, tmp_path):
+    output = tmp_path / "out.jsonl"
+    _extract(fixtures_dir, uncased_vocab,
+             fixtures_dir / "original" / "tiny" / "bert_model.ckpt", output)
+    _assert_original_output(fixtures_dir, output)
     assert not list(tmp_path.glob("*.tmp"))
+
+
+@pytest.mark.parametrize("output_format", ["keras", "hf"])
+def test_the_same_model_in_the_other_formats_gives_the_same_output(
+        fixtures_dir, uncased_vocab, tmp_path, output_format):
+    tiny = fixtures_dir / "original" / "tiny"
+    converted = tmp_path / output_format
+    write_model(read_model(str(tiny / "bert_model.ckpt"), vocab_file=str(uncased_vocab)),
+                output_format, str(converted), do_lower_case=True)
+    output = tmp_path / "out.jsonl"
+    result = _extract(fixtures_dir, uncased_vocab, converted, output)
+    assert DESCRIPTIONS[output_format] in result.stderr
+    _assert_original_output(fixtures_dir, output)

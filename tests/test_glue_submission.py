@@ -3,9 +3,10 @@ import numpy as np
 import pytest
 
 from data.classifier.features import InputExample
-from data.classifier.glue_submission import submission_predictions, write_submission, write_test_results
-from utils.output_files import write_eval_results
+from data.classifier.glue_submission import (submission_predictions, write_submission,
+                                             write_test_results)
 from data.classifier.glue_tasks import get_task, read_examples
+from utils.output_files import write_eval_results
 
 
 def _examples(indices):

@@ -2,10 +2,11 @@ import json
 
 import pytest
 
+from modeling.checkpoints.errors import UnsupportedCheckpointError
+from modeling.checkpoints.heads import (HEAD_NAMES, ModelSpec, build_model, detect_model_spec,
+                                        model_spec)
 from modeling.checkpoints.names import tf1_name_map
 from modeling.config import BertConfig
-from modeling.checkpoints.heads import (HEAD_NAMES, ModelSpec, UnsupportedCheckpointError,
-                                      build_model, detect_model_spec, model_spec)
 from tests.modeling_fixtures import tiny_dir
 
 

@@ -6,17 +6,17 @@ import pytest
 from safetensors.numpy import load_file, save_file
 
 from data.tokenization import FullTokenizer
-from modeling.checkpoints.formats import HF, LoadedModel, read_model, write_model
-from modeling.checkpoints.names import tf1_name_map
-from modeling.checkpoints.loading import HF as HF_FOUND, load_checkpoint
-from modeling.config import BertConfig
-from modeling.encoder import BertEncoder
-from modeling.checkpoints.heads import ModelSpec, UnsupportedCheckpointError, build_model
+from modeling.checkpoints.errors import CheckpointMismatchError, UnsupportedCheckpointError
+from modeling.checkpoints.folders import LoadedModel, read_model, write_model
+from modeling.checkpoints.formats import HF, load_checkpoint
+from modeling.checkpoints.heads import ModelSpec, build_model
 from modeling.checkpoints.hf import read_hf_checkpoint
-from modeling.checkpoints.tf1 import assign_tf1_values
 from modeling.checkpoints.hf_config import ARCHITECTURES
 from modeling.checkpoints.hf_names import hf_rows, to_hf_arrays
-from modeling.checkpoints.tf1 import CheckpointMismatchError, load_tf1_checkpoint
+from modeling.checkpoints.names import tf1_name_map
+from modeling.checkpoints.tf1 import assign_tf1_values, load_tf1_checkpoint
+from modeling.config import BertConfig
+from modeling.encoder import BertEncoder
 from tests.hf_reference import gather_positions, load_hf_model, log_softmax, require, run_hf
 from tests.modeling_fixtures import golden, tiny_config, tiny_dir
 
@@ -233,7 +233,7 @@ def test_load_checkpoint_reads_hugging_face_folders(tmp_path):
     _write_folder(tmp_path / "hf", state, {"hidden_act": "gelu"},
                   ("BertForSequenceClassification",))
     encoder = BertEncoder(BertConfig(**SMALL, hidden_act="gelu_exact"))
-    assert load_checkpoint(encoder, str(tmp_path / "hf")) == HF_FOUND
+    assert load_checkpoint(encoder, str(tmp_path / "hf")) == HF
     for ours, theirs in zip(encoder.weights, model.encoder.weights):
         np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
     tanh_encoder = BertEncoder(BertConfig(**SMALL, hidden_act="gelu"))

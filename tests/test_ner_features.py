@@ -2,9 +2,8 @@
 import numpy as np
 import pytest
 
-from data.ner import conll
-from data.ner import features as ner_features
 from data import tokenization
+from data.ner import conll, features as ner_features
 
 # Ids: [PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 john=4 lives=5 in=6 new=7 york=8 .=9 he=10 work=11
 # ##s=12 acme=13 corp=14

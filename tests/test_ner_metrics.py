@@ -4,8 +4,7 @@ import random
 
 import pytest
 
-from data.ner import conll
-from data.ner import metrics as ner_metrics
+from data.ner import conll, metrics as ner_metrics
 from data.ner.metrics import Chunk
 
 

@@ -11,8 +11,7 @@ import pytest
 import tensorflow as tf
 
 from modeling.checkpoints import names as checkpoint_names
-from training.optimizer import (EXCLUDE_FROM_WEIGHT_DECAY, AdamWeightDecay, Lamb,
-                                create_optimizer)
+from training.optimizer import EXCLUDE_FROM_WEIGHT_DECAY, AdamWeightDecay, Lamb, create_optimizer
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 # float32 round-off allowance: eager and tf.function match the original bit for bit, XLA may fuse.

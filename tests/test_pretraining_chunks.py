@@ -2,8 +2,8 @@
 import numpy as np
 import tensorflow as tf
 
-from data.pretraining import chunks as pretraining_chunks
 from data import tfrecord_schema as schema
+from data.pretraining import chunks as pretraining_chunks
 from data.pretraining.corpus import CorpusChunk
 from data.pretraining.instances import PretrainingConfig
 

@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data import tfrecord_schema as schema
 from data.pretraining.dataset import count_records, pretraining_dataset
+from tests import tf_examples
 
 KEYS = {"input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
         "masked_lm_weights", "next_sentence_labels"}
@@ -25,7 +25,7 @@ def _write_examples(path, count, start, max_seq_length=8, max_predictions=2, **o
                       "masked_lm_weights": [1.0] * max_predictions,
                       "next_sentence_labels": [index % 2]}
             values.update(overrides)
-            writer.write(schema.serialize_example(values))
+            writer.write(tf_examples.example(values).SerializeToString())
     return str(path)
 
 

@@ -2,8 +2,11 @@
 import numpy as np
 import tensorflow as tf
 
-from data.pretraining import records as pretraining_records
 from data import tfrecord_schema as schema
+from data.pretraining import records as pretraining_records
+from tests import tf_examples
+
+WRITER_ORDER = [field.key for field in schema.pretraining_fields(128, 20)]
 
 
 def _random_batch(rng, rows, max_seq_length, max_predictions, vocab_size):
@@ -25,7 +28,7 @@ def _expected_record(row, input_ids, lengths, a_lengths, positions, labels, num_
                      is_random_next):
     max_seq_length, max_predictions = input_ids.shape[1], positions.shape[1]
     index = np.arange(max_seq_length)
-    return schema.serialize_example({
+    return tf_examples.example({
         "input_ids": input_ids[row].tolist(),
         "input_mask": (index < lengths[row]).astype(int).tolist(),
         "segment_ids": ((index >= a_lengths[row] + 2) & (index < lengths[row])).astype(
@@ -38,7 +41,7 @@ def _expected_record(row, input_ids, lengths, a_lengths, positions, labels, num_
     })
 
 
-def test_records_equal_the_generic_encoder_byte_for_byte():
+def test_records_are_tensorflow_examples_in_the_writer_order_byte_for_byte():
     rng = np.random.default_rng(0)
     for max_seq_length, max_predictions, vocab_size in [(128, 20, 30522), (512, 80, 119547),
                                                         (8, 2, 100)]:
@@ -53,7 +56,33 @@ def test_records_equal_the_generic_encoder_byte_for_byte():
         records = encoder.encode(*batch)
         assert len(records) == 50
         for row, record in enumerate(records):
-            assert record == _expected_record(row, *batch)
+            expected = _expected_record(row, *batch)
+            assert tf.train.Example.FromString(record) == expected
+            assert record == tf_examples.serialize_in_order(expected, WRITER_ORDER)
+
+
+def test_records_reencode_the_original_records(fixtures_dir):
+    """The original's 60 records: same Examples, each entry written as protobuf writes it."""
+    path = fixtures_dir / "pretraining_data" / "original_wwm_false.tfrecord"
+    originals = [record.numpy() for record in tf.data.TFRecordDataset(str(path))]
+    parsed = tf.io.parse_example(originals, schema.pretraining_feature_spec(128, 20))
+    input_mask, segment_ids = parsed["input_mask"].numpy(), parsed["segment_ids"].numpy()
+    lengths = input_mask.sum(axis=1)
+    a_lengths = ((segment_ids == 0) & (input_mask == 1)).sum(axis=1) - 2  # [CLS] A [SEP]
+    encoder = pretraining_records.PretrainingRecordEncoder(128, 20, 30522)
+    records = encoder.encode(
+        parsed["input_ids"].numpy().astype(np.int32), lengths, a_lengths,
+        parsed["masked_lm_positions"].numpy().astype(np.int32),
+        parsed["masked_lm_ids"].numpy().astype(np.int32),
+        parsed["masked_lm_weights"].numpy().sum(axis=1).astype(np.int64),
+        parsed["next_sentence_labels"].numpy()[:, 0] == 1)
+    assert len(records) == len(originals) == 60
+    for record, original in zip(records, originals):
+        example = tf.train.Example.FromString(original)
+        assert tf.train.Example.FromString(record) == example
+        # The original's bytes hold the same entries in the protobuf runtime's map order.
+        assert len(record) == len(original)
+        assert record == tf_examples.serialize_in_order(example, WRITER_ORDER)
 
 
 def test_records_parse_with_the_pretraining_spec():

@@ -1,10 +1,9 @@
 """Tests of data/pretraining/writer.py: shuffle buffer, round-robin files, atomic output."""
 import numpy as np
+import pretraining_statistics as stats
 import pytest
 
-import pretraining_statistics as stats
-from data.pretraining import chunks
-from data.pretraining import writer as pretraining_writer
+from data.pretraining import chunks, writer as pretraining_writer
 from data.pretraining.instances import PretrainingConfig
 
 

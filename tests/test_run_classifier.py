@@ -20,11 +20,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from synthetic import corpus
 from data.classifier.glue_tasks import get_task
+from modeling.checkpoints.tf1 import save_tf1_checkpoint
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
-from modeling.checkpoints.tf1 import save_tf1_checkpoint
+from synthetic import corpus
 from tests.conftest import REPO_ROOT
 from training.run_guards import exclusive_output_dir
 

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling.checkpoints.loading import load_checkpoint
+from modeling.checkpoints.formats import load_checkpoint
+from modeling.checkpoints.tf1 import read_tf1_checkpoint
 from modeling.config import BertConfig
 from modeling.pretrainer import BertPretrainer
-from modeling.checkpoints.tf1 import read_tf1_checkpoint
 from tests.pretraining_runs import command, free_ports, read_results, run, write_config
 
 

@@ -18,12 +18,12 @@ from data.squad import metrics
 from data.squad.examples import load_squad_json, read_squad_examples
 from data.squad.features import convert_examples_to_features, features_to_arrays
 from data.squad.predictions import RawResult, compute_predictions
-from synthetic.squad import write_squad_files
 from data.tokenization import FullTokenizer
+from modeling.checkpoints.tf1 import load_tf1_checkpoint, save_tf1_checkpoint
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from modeling.task_models import BertSpanLabeler
-from modeling.checkpoints.tf1 import load_tf1_checkpoint, save_tf1_checkpoint
+from synthetic.squad import write_squad_files
 from tests.conftest import REPO_ROOT
 
 TINY = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,

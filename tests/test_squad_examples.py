@@ -4,8 +4,7 @@ import json
 
 import pytest
 
-from data.squad.examples import (SkippedAnswer, load_squad_json, read_squad_examples,
-                                 split_context)
+from data.squad.examples import SkippedAnswer, load_squad_json, read_squad_examples, split_context
 
 
 def _golden_examples(fixtures_dir, name):

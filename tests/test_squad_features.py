@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from data.squad.examples import SquadExample, read_squad_examples, split_context
-from data.squad.features import (FIRST_UNIQUE_ID, convert_examples_to_features,
-                                 features_to_arrays, improve_answer_span)
+from data.squad.features import (FIRST_UNIQUE_ID, convert_examples_to_features, features_to_arrays,
+                                 improve_answer_span)
 from data.tokenization import FullTokenizer
 
 SETS = [

@@ -1,4 +1,4 @@
-"""Tests of data/classifier/swag.py on CSVs in the SWAG distribution layout and a tiny hand-made vocabulary."""
+"""Tests of data/swag/examples.py on CSVs in the SWAG distribution layout and a tiny hand-made vocabulary."""
 import csv
 import json
 import re
@@ -6,8 +6,8 @@ import re
 import numpy as np
 import pytest
 
-from data.classifier import swag
 from data import tokenization
+from data.swag import examples as swag
 
 _HEADER = (",video-id,fold-ind,startphrase,sent1,sent2,gold-source,"
            "ending0,ending1,ending2,ending3,label")

@@ -1,10 +1,10 @@
 """The generated SWAG and CoNLL files read with the real readers and say what they promise."""
 import re
 
-from data.ner import conll
-from data.classifier import swag
-from synthetic import swag_ner
 from data import tokenization
+from data.swag import examples as swag
+from data.ner import conll
+from synthetic import swag_ner
 from synthetic.corpus import ANIMALS, PLACES
 
 

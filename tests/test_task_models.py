@@ -3,10 +3,10 @@ import pytest
 import tensorflow as tf
 
 from modeling import losses
+from modeling.checkpoints.tf1 import load_tf1_checkpoint
 from modeling.config import BertConfig
 from modeling.task_models import (BertClassifier, BertMultipleChoice, BertSpanLabeler,
                                   BertTokenClassifier)
-from modeling.checkpoints.tf1 import load_tf1_checkpoint
 from tests.modeling_fixtures import golden, golden_inputs, tiny_config, tiny_dir
 
 

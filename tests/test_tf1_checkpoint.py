@@ -4,13 +4,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from modeling.checkpoints.errors import CheckpointMismatchError
 from modeling.checkpoints.names import tf1_name_map
+from modeling.checkpoints.tf1 import load_tf1_checkpoint, read_tf1_checkpoint, save_tf1_checkpoint
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from modeling.pretrainer import BertPretrainer
 from modeling.task_models import BertClassifier, BertSpanLabeler
-from modeling.checkpoints.tf1 import (CheckpointMismatchError, load_tf1_checkpoint,
-                                     read_tf1_checkpoint, save_tf1_checkpoint)
 from tests.modeling_fixtures import tiny_config, tiny_dir
 
 

@@ -4,6 +4,7 @@ import pytest
 import tensorflow as tf
 
 from data import tfrecord_schema as schema
+from tests import tf_examples
 
 PRETRAINING_ORDER = ["input_ids", "input_mask", "segment_ids", "masked_lm_positions",
                      "masked_lm_ids", "masked_lm_weights", "next_sentence_labels"]
@@ -21,18 +22,11 @@ def test_pretraining_fields_are_the_original_keys_in_its_order():
     assert [field.dtype for field in fields] == ["int64"] * 5 + ["float", "int64"]
 
 
-def test_feature_specs_match_the_original_readers():
+def test_feature_spec_matches_the_original_reader():
     spec = schema.pretraining_feature_spec(64, 10)
     assert spec["input_ids"] == tf.io.FixedLenFeature([64], tf.int64)
     assert spec["masked_lm_weights"] == tf.io.FixedLenFeature([10], tf.float32)
     assert spec["next_sentence_labels"] == tf.io.FixedLenFeature([1], tf.int64)
-    classifier = schema.classifier_feature_spec(32)
-    assert classifier["label_ids"] == tf.io.FixedLenFeature([], tf.int64)
-    assert classifier["is_real_example"] == tf.io.FixedLenFeature([], tf.int64)
-    assert set(schema.squad_feature_spec(32, is_training=False)) == {
-        "unique_ids", "input_ids", "input_mask", "segment_ids"}
-    assert set(schema.squad_feature_spec(32, is_training=True)) >= {
-        "start_positions", "end_positions"}
 
 
 def test_original_tfrecord_has_the_pretraining_fields(fixtures_dir):
@@ -44,35 +38,27 @@ def test_original_tfrecord_has_the_pretraining_fields(fixtures_dir):
                                     f"record {index}")
 
 
-def test_serialize_example_reencodes_the_original_records_exactly(fixtures_dir):
-    """Same content as the original's records, and canonical bytes in the original's order."""
-    for record in _original_records(fixtures_dir):
-        original = tf.train.Example.FromString(record)
-        features = original.features.feature
-        values = {key: (list(features[key].float_list.value) if key == "masked_lm_weights"
-                        else list(features[key].int64_list.value)) for key in PRETRAINING_ORDER}
-        encoded = schema.serialize_example(values)
-        assert tf.train.Example.FromString(encoded) == original
-        # Python's protobuf writes the same bytes once the map order is fixed (sorted keys).
-        sorted_values = {key: values[key] for key in sorted(values)}
-        assert schema.serialize_example(sorted_values) == original.SerializeToString(
-            deterministic=True)
-
-
-def test_serialize_example_matches_make_example_on_edge_values():
-    features = {"big": [0, 1, 127, 128, 16383, 16384, 2**31, 2**63 - 1],
-                "negative": [-1, -(2**63), -300],
-                "floats": np.array([0.0, -1.5, 3.25e-8, 1e30], np.float32),
-                "empty": [],
-                "unicode_ключ": [7]}
-    encoded = schema.serialize_example(features)
-    assert tf.train.Example.FromString(encoded) == schema.make_example(features)
-    parsed = tf.io.parse_single_example(encoded, {
-        "big": tf.io.FixedLenFeature([8], tf.int64),
-        "negative": tf.io.FixedLenFeature([3], tf.int64),
-        "floats": tf.io.FixedLenFeature([4], tf.float32)})
-    assert parsed["negative"].numpy().tolist() == [-1, -(2**63), -300]
-    np.testing.assert_array_equal(parsed["floats"].numpy(), features["floats"])
+def test_wire_entries_equal_tensorflow_features_on_edge_values():
+    values = {"big": [0, 1, 127, 128, 16383, 16384, 2**31, 2**63 - 1],
+              "negative": [-1, -(2**63), -300],
+              "floats": np.array([0.0, -1.5, 3.25e-8, 1e30], np.float32),
+              "empty": [],
+              "unicode_ключ": [7]}
+    entries = {}
+    for key, key_values in values.items():
+        prefix = schema.feature_entry_prefix(key)
+        if key == "floats":
+            entries[key] = schema.encode_float_entry(prefix, key_values.astype("<f4").tobytes())
+        else:
+            entries[key] = schema.encode_int64_entry(prefix, b"".join(
+                schema.encode_varint(value) for value in key_values))
+    # A `Features` message on the wire is its map entries one after the other.
+    parsed = tf.train.Features.FromString(b"".join(entries.values()))
+    assert parsed == tf_examples.example(values).features
+    assert list(parsed.feature["negative"].int64_list.value) == [-1, -(2**63), -300]
+    for key in ("big", "negative", "floats", "unicode_ключ"):
+        single = tf.train.Features(feature={key: tf_examples.feature(values[key])})
+        assert entries[key] == single.SerializeToString()
 
 
 def test_encode_varint_known_values():
@@ -86,17 +72,17 @@ def test_check_example_fields_names_the_key():
     fields = schema.pretraining_fields(8, 2)
     values = {field.key: [0] * field.num_values for field in fields}
     values["masked_lm_weights"] = [1.0, 0.0]
-    good = schema.make_example(values).features.feature
+    good = tf_examples.example(values).features.feature
     schema.check_example_fields(good, fields, "f.tfrecord record 0")
     missing = dict(values)
     del missing["segment_ids"]
     with pytest.raises(ValueError, match=r"f.tfrecord.*'segment_ids' is missing"):
-        schema.check_example_fields(schema.make_example(missing).features.feature, fields,
+        schema.check_example_fields(tf_examples.example(missing).features.feature, fields,
                                     "f.tfrecord record 0")
     short = dict(values, input_ids=[0] * 7)
     with pytest.raises(ValueError, match=r"'input_ids' has 7 values, expected 8"):
-        schema.check_example_fields(schema.make_example(short).features.feature, fields, "f")
+        schema.check_example_fields(tf_examples.example(short).features.feature, fields, "f")
     wrong_kind = dict(values, masked_lm_weights=[1, 0])
     with pytest.raises(ValueError, match=r"'masked_lm_weights' holds int64_list"):
-        schema.check_example_fields(schema.make_example(wrong_kind).features.feature, fields,
+        schema.check_example_fields(tf_examples.example(wrong_kind).features.feature, fields,
                                     "f")

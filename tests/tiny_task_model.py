@@ -3,10 +3,10 @@ import pathlib
 
 import keras
 
-from synthetic import swag_ner
+from modeling.checkpoints.tf1 import save_tf1_checkpoint
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
-from modeling.checkpoints.tf1 import save_tf1_checkpoint
+from synthetic import swag_ner
 
 
 def write_tiny_model(folder: pathlib.Path, seed: int = 0) -> dict[str, pathlib.Path]:

@@ -3,6 +3,10 @@
 Checkpoints are TF2 object-based (`ckpt-N` in the output folder) with the model under the key `model`,
 so they are also readable as this project's model checkpoints. On restart the newest readable one is
 restored; a corrupt or partial newest checkpoint is reported and the previous one used.
+
+The one resume rule of every script (`resumes`): a run whose output folder holds a training
+checkpoint continues from it (model, optimizer, step, input position) and does not load
+`--init_checkpoint`; a run whose folder holds none starts from `--init_checkpoint`.
 """
 from __future__ import annotations
 
@@ -16,6 +20,10 @@ import tensorflow as tf
 
 class CheckpointWriteError(OSError):
     """A training checkpoint could not be written; nothing half-written is left."""
+
+
+class UnreadableCheckpointsError(ValueError):
+    """The output folder holds training checkpoints and none of them can be restored."""
 
 
 class TrainingCheckpoints:
@@ -57,7 +65,12 @@ class TrainingCheckpoints:
                 f"({self.manager.latest_checkpoint or 'none'}) is intact") from None
 
     def restore_latest(self) -> str | None:
-        """Restores the newest readable checkpoint; returns its path, or None when there is none."""
+        """Restores the newest readable checkpoint; returns its path, or None when there is none.
+
+        Raises:
+            UnreadableCheckpointsError: there are checkpoints and none of them is readable (the
+                run must not start again from scratch: `--init_checkpoint` was not loaded).
+        """
         candidates = sorted(self._candidates(), key=_checkpoint_number, reverse=True)
         for path in candidates:
             try:
@@ -68,12 +81,26 @@ class TrainingCheckpoints:
                 # A truncated or partial file fails in many ways (OpError, IndexError, ...).
                 logging.warning("checkpoint %s is unreadable (%s); trying the previous one",
                                 path, str(error).splitlines()[0][:200])
+        if candidates:
+            raise UnreadableCheckpointsError(
+                f"no training checkpoint in {self.directory} is readable ({', '.join(candidates)}); "
+                "move them away to start again from --init_checkpoint")
         return None
 
     def _candidates(self) -> list[str]:
-        listed = set(self.manager.checkpoints)
-        found = {p[:-len(".index")] for p in glob.glob(os.path.join(self.directory, "ckpt-*.index"))}
-        return list(listed | found)
+        return sorted(set(self.manager.checkpoints) | set(training_checkpoints(self.directory)))
+
+
+def training_checkpoints(directory: str) -> list[str]:
+    """The training checkpoints (`ckpt-N`) in `directory`, readable or not, newest first."""
+    found = [p[:-len(".index")] for p in glob.glob(os.path.join(directory, "ckpt-*.index"))]
+    return sorted(found, key=_checkpoint_number, reverse=True)
+
+
+def resumes(output_dir: str) -> bool:
+    """Whether a run in `output_dir` resumes from a training checkpoint there (the module's rule);
+    when it does, `--init_checkpoint` is not loaded."""
+    return bool(training_checkpoints(output_dir))
 
 
 def _checkpoint_number(path: str) -> int:

@@ -21,8 +21,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from utils.progress import Progress
 from modeling.checkpoints.tf1 import resolve_checkpoint_prefix
+from utils.output_files import atomic_output_folder, write_text_atomically
+from utils.progress import Progress
 
 _FEATURES = "features.npy"
 _OFFSETS = "offsets.npy"
@@ -162,17 +163,11 @@ def cached_word_features(cache_dir: str, key: str, info: Mapping[str, object],
         return _read(folder)
     logging.info("feature cache miss: computing the features of %d sequences into %s",
                  len(word_positions), folder)
-    temp = f"{folder}.tmp-{os.getpid()}"
-    shutil.rmtree(temp, ignore_errors=True)
-    os.makedirs(temp)
-    try:
+    shutil.rmtree(folder, ignore_errors=True)  # an entry without its info file is incomplete
+    with atomic_output_folder(folder) as temp:
         _write(temp, encoder_fn(), arrays, word_positions, layer_indexes, batch_size)
-        with open(os.path.join(temp, _INFO), "w", encoding="utf-8") as f:
-            json.dump(dict(info), f, indent=2, sort_keys=True, default=str)
-        shutil.rmtree(folder, ignore_errors=True)
-        os.replace(temp, folder)
-    finally:
-        shutil.rmtree(temp, ignore_errors=True)
+        write_text_atomically(os.path.join(temp, _INFO),
+                              json.dumps(dict(info), indent=2, sort_keys=True, default=str))
     return _read(folder)
 
 

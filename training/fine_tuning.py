@@ -1,12 +1,17 @@
-"""What every fine-tuning script shares: in-memory datasets, training by epochs, batched prediction,
-initialising the encoder from a checkpoint, and writing the fine-tuned model in both formats.
+"""What every fine-tuning script shares: the recipe (`prepare`, `fine_tune`), in-memory datasets,
+training by epochs, batched prediction, and writing the fine-tuned model in both formats.
+
+The recipe: in the strategy's scope, build the task model and its optimizer; unless the run
+resumes from a training checkpoint in its output folder (`training.checkpointing.resumes`),
+initialise the encoder from `--init_checkpoint`; train to the last step; the chief writes the
+fine-tuned model.
 """
 from __future__ import annotations
 
 import json
 import math
 import os
-from typing import Callable
+from typing import Callable, NamedTuple
 import weakref
 
 from absl import logging
@@ -14,12 +19,14 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from utils.output_files import write_text_atomically
-from modeling.checkpoints.formats import SPEC_FILE
-from modeling.checkpoints.loading import MISMATCH_ERRORS, checkpoint_step, load_checkpoint
+from modeling.checkpoints.errors import CheckpointMismatchError
+from modeling.checkpoints.folders import SPEC_FILE
+from modeling.checkpoints.formats import checkpoint_step, load_checkpoint
 from modeling.checkpoints.heads import model_spec
 from modeling.checkpoints.tf1 import save_tf1_checkpoint
+from training.checkpointing import resumes
 from training.trainer import LossFn, Trainer, TrainingConfig
+from utils.output_files import write_text_atomically
 
 
 def array_dataset(arrays: dict[str, np.ndarray], batch_size: int) -> tf.data.Dataset:
@@ -42,6 +49,41 @@ def initialise_encoder(model: keras.Model, init_checkpoint: str | None) -> None:
         logging.warning("no --init_checkpoint: the encoder starts from random values")
 
 
+class Prepared(NamedTuple):
+    """A task model and its optimizer, built in a strategy's scope and ready to train."""
+
+    model: keras.Model
+    optimizer: keras.optimizers.Optimizer
+    resuming: bool  # the output folder holds a training checkpoint to continue from
+
+
+def prepare(strategy: tf.distribute.Strategy, build_model: Callable[[], keras.Model],
+            build_optimizer: Callable[[], keras.optimizers.Optimizer],
+            init_checkpoint: str | None, output_dir: str) -> Prepared:
+    """The recipe's first half: the model and optimizer in `strategy`'s scope, the encoder
+    initialised from `init_checkpoint` unless the run resumes in `output_dir`."""
+    with strategy.scope():
+        model = build_model()
+        optimizer = build_optimizer()
+        resuming = resumes(output_dir)
+        if not resuming:
+            initialise_encoder(model, init_checkpoint)
+    return Prepared(model, optimizer, resuming)
+
+
+def fine_tune(strategy: tf.distribute.Strategy, build_model: Callable[[], keras.Model],
+              build_optimizer: Callable[[], keras.optimizers.Optimizer], loss_fn: LossFn,
+              arrays: dict[str, np.ndarray], batch_size: int, config: TrainingConfig, seed: int,
+              init_checkpoint: str | None, save: bool) -> keras.Model:
+    """The whole recipe: `prepare`, `fit` to `config.num_train_steps`, and, when `save` (the
+    chief), `save_fine_tuned` in `config.output_dir`. Returns the trained model."""
+    prepared = prepare(strategy, build_model, build_optimizer, init_checkpoint, config.output_dir)
+    fit(strategy, prepared.model, prepared.optimizer, loss_fn, arrays, batch_size, config, seed)
+    if save:
+        save_fine_tuned(prepared.model, config.output_dir, config.num_train_steps)
+    return prepared.model
+
+
 def restore_fine_tuned(model: keras.Model, init_checkpoint: str | None, output_dir: str,
                        needs: str) -> int:
     """Loads a fine-tuned model, head included, strictly, to evaluate or predict without training.
@@ -62,7 +104,7 @@ def restore_fine_tuned(model: keras.Model, init_checkpoint: str | None, output_d
     for path in filter(None, (init_checkpoint, output_dir)):
         try:
             found = load_checkpoint(model, path)
-        except (*MISMATCH_ERRORS, FileNotFoundError, ValueError) as failure:
+        except (CheckpointMismatchError, FileNotFoundError, ValueError) as failure:
             error = error or failure
             continue
         logging.info("using the fine-tuned model of %s (%s)", path, found)

@@ -15,6 +15,7 @@ from typing import Any, Sequence
 import keras
 import tensorflow as tf
 
+from training import keras_internals
 from training.schedule import WarmupLinearDecay
 
 # The original `exclude_from_weight_decay` of run_pretraining.py / run_classifier.py.
@@ -72,15 +73,15 @@ class _MomentOptimizer(keras.optimizers.Optimizer):
 
     def _backend_update_step(self, grads, trainable_variables, learning_rate):
         # Keras's TF backend sums the gradients across replicas here and then updates each
-        # variable; clipping goes between the two, on the summed gradient.
+        # variable; clipping goes between the two, on the summed gradient (private API:
+        # training/keras_internals.py).
         variables = [v.value if isinstance(v, keras.Variable) else v for v in trainable_variables]
         grads_and_vars = self._all_reduce_sum_gradients(list(zip(grads, variables)))
         grads = [grad for grad, _ in grads_and_vars]
         if self.clip_norm is not None:
             grads, _ = tf.clip_by_global_norm(grads, self.clip_norm)
-        tf.__internal__.distribute.interim.maybe_merge_call(
-            self._distributed_tf_update_step, self._distribution_strategy,
-            list(zip(grads, variables)), learning_rate)
+        keras_internals.merge_call(self._distributed_tf_update_step, self._distribution_strategy,
+                                   list(zip(grads, variables)), learning_rate)
 
     def _moments(self, gradient, variable, index: int):
         """Updates the slots m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2; returns them too."""

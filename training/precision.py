@@ -9,6 +9,11 @@ import keras
 DTYPE_POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
 
 
+def needs_loss_scaling(name: str) -> bool:
+    """Whether training under dtype policy `name` needs loss scaling ("mixed_float16" only)."""
+    return name == "mixed_float16"
+
+
 def set_dtype_policy(name: str) -> bool:
     """Sets the global Keras dtype policy; call it before building the model.
 
@@ -21,4 +26,4 @@ def set_dtype_policy(name: str) -> bool:
     if name not in DTYPE_POLICIES:
         raise ValueError(f"dtype policy {name!r} is not one of {DTYPE_POLICIES}")
     keras.mixed_precision.set_dtype_policy(name)
-    return name == "mixed_float16"
+    return needs_loss_scaling(name)

@@ -20,10 +20,11 @@ from absl import logging
 import keras
 import tensorflow as tf
 
-from utils.output_files import write_text_atomically
-from training.xla_choice import prefers_xla
+from training import keras_internals
 from training.checkpointing import TrainingCheckpoints
 from training.run_guards import StopSignals, TrainingInterrupted, exclusive_output_dir
+from training.xla_choice import prefers_xla
+from utils.output_files import write_text_atomically
 
 STEP_LOG_FILE = "train_log.jsonl"
 
@@ -129,7 +130,8 @@ class Trainer:
 
     def _iterator(self, dataset_fn):
         """One device: a plain iterator, saved in checkpoints. Several: a distributed one."""
-        if self.strategy.num_replicas_in_sync == 1 and not _is_multi_worker(self.strategy):
+        if self.strategy.num_replicas_in_sync == 1 and \
+                not keras_internals.is_multi_worker(self.strategy):
             with self.strategy.scope():
                 return iter(dataset_fn(tf.distribute.InputContext())), True
         return iter(self.strategy.distribute_datasets_from_function(dataset_fn)), False
@@ -276,7 +278,3 @@ def _add_gradients(a, b):
         return None
     # Embedding gradients come as IndexedSlices; their sum is taken dense.
     return tf.convert_to_tensor(a) + tf.convert_to_tensor(b)
-
-
-def _is_multi_worker(strategy: tf.distribute.Strategy) -> bool:
-    return strategy.extended._in_multi_worker_mode()  # pylint: disable=protected-access

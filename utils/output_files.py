@@ -1,33 +1,127 @@
-"""Writing output files atomically, and the original's `eval_results.txt` format.
+"""Writing output files and folders atomically, and the original's `eval_results.txt` format.
 
-Every file is written to a temporary file in the same folder and then renamed into place, so a
-reader never sees half a file and an interrupted run leaves no file that looks complete.
+Every file is written to a temporary file in the same folder and then renamed into place (every
+folder likewise), so a reader never sees half an output and an interrupted run leaves nothing
+that looks complete. The one atomic writer of the project: `AtomicFile` (and
+`write_text_atomically` on it), `atomic_output_folder` for folders.
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import tempfile
+from typing import Iterator, Mapping
 import uuid
-from typing import Mapping
 
 import numpy as np
 
 
+class AtomicFile:
+    """A file written under a temporary name in its folder and renamed into place by `commit`.
+
+    Use as a context manager (committed when the block succeeds, aborted otherwise) or call
+    `commit` / `abort` yourself. A failed write (full disk, file-size limit) raises an OSError
+    that names the output.
+    """
+
+    def __init__(self, path: str | os.PathLike, binary: bool = False,
+                 temp_name: str | None = None):
+        """
+        Args:
+            path: the output file.
+            binary: open for bytes rather than UTF-8 text.
+            temp_name: the temporary file's name in the same folder; default
+                `<name>.<pid>.<random>.tmp`.
+        """
+        self.path = os.fspath(path)
+        folder, name = os.path.split(os.path.abspath(self.path))
+        self.temp_path = os.path.join(
+            folder, temp_name or f"{name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
+        # Mode "x": a fresh name, with the usual (umask) permissions, unlike mkstemp's private one.
+        with self._naming_failures():
+            self.file = open(self.temp_path, "xb") if binary else \
+                open(self.temp_path, "x", encoding="utf-8", newline="\n")
+
+    def write(self, data: str | bytes) -> None:
+        with self._naming_failures():
+            self.file.write(data)
+
+    def commit(self) -> None:
+        """Flushes the data to disk and gives the file its final name."""
+        with self._naming_failures():
+            self.file.flush()
+            os.fsync(self.file.fileno())
+            self.file.close()
+            os.replace(self.temp_path, self.path)
+
+    def abort(self) -> None:
+        """Closes and deletes the temporary file; the output path is left untouched."""
+        self.file.close()
+        if os.path.exists(self.temp_path):
+            os.remove(self.temp_path)
+
+    def __enter__(self) -> AtomicFile:
+        return self
+
+    def __exit__(self, error_type, error, traceback) -> None:
+        if error_type is None:
+            self.commit()
+        else:
+            self.abort()
+
+    @contextlib.contextmanager
+    def _naming_failures(self) -> Iterator[None]:
+        try:
+            yield
+        except OSError as error:
+            if error.filename:
+                raise
+            raise OSError(error.errno, f"writing {self.path} failed: {error.strerror}") from None
+
+
 def write_text_atomically(path: str | os.PathLike, text: str) -> None:
     """Writes `text` (UTF-8) to `path` through a temporary file renamed into place."""
-    path = os.fspath(path)
-    # Same folder, so the rename is atomic; mode "x" keeps the usual (umask) permissions.
-    temp_path = f"{path}.{os.getpid()}.{uuid.uuid4().hex}.tmp"
+    with AtomicFile(path) as f:
+        f.write(text)
+
+
+def check_output_folder(output: str) -> None:
+    """Raises FileExistsError unless `output` is absent or an empty folder."""
+    if os.path.exists(output) and not (os.path.isdir(output) and not os.listdir(output)):
+        raise FileExistsError(f"output {output} exists and is not an empty folder")
+
+
+@contextlib.contextmanager
+def atomic_output_folder(output: str) -> Iterator[str]:
+    """Yields a temporary folder beside `output`, renamed to `output` when the block succeeds.
+
+    `output` must be absent or an empty folder. On any error the temporary folder is removed and
+    `output` is left as it was.
+    """
+    check_output_folder(output)
+    parent = os.path.dirname(os.path.abspath(output))
+    os.makedirs(parent, exist_ok=True)
+    temp = tempfile.mkdtemp(dir=parent, prefix=f".{os.path.basename(output)}.tmp-")
     try:
-        with open(temp_path, "x", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-        os.replace(temp_path, path)
-    except BaseException as error:
-        if os.path.exists(temp_path):
-            os.unlink(temp_path)
-        if isinstance(error, OSError) and not error.filename:
-            # A failed write (full disk, file-size limit) names no file: name the output.
-            raise OSError(error.errno, f"writing {path} failed: {error.strerror}") from None
+        yield temp
+        _set_default_permissions(temp)
+        if os.path.isdir(output):
+            os.rmdir(output)
+        os.rename(temp, output)
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
         raise
+
+
+def _set_default_permissions(folder: str) -> None:
+    """Gives a temporary folder and its files the modes the umask gives new ones."""
+    umask = os.umask(0o022)
+    os.umask(umask)
+    for root, _, files in os.walk(folder):
+        os.chmod(root, 0o777 & ~umask)
+        for name in files:
+            os.chmod(os.path.join(root, name), 0o666 & ~umask)
 
 
 def format_number(value: float | int | np.number) -> str:

@@ -1,1 +1,1 @@
-"""Sentence (pair) classification data: GLUE and XNLI tasks, their features, metrics and submissions, SWAG."""
+"""Sentence (pair) classification data: GLUE and XNLI tasks, their features, metrics and submissions."""

@@ -3,16 +3,14 @@
 An `InputExample` (one or two texts and a label) becomes an `InputFeatures`:
 `[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`, segment ids 0 for `[CLS] A [SEP]` and 1 for
 `B [SEP]`, pairs truncated longest-first to fit, everything zero-padded to `max_seq_length`.
-A `PaddingInputExample` (added so the last batch is full) becomes all zeros with
-`is_real_example` False, so metrics and output files can leave it out.
 """
 from __future__ import annotations
 
 import dataclasses
 from typing import Iterable, Sequence
 
-import numpy as np
 from absl import logging
+import numpy as np
 
 from data import tokenization
 
@@ -44,11 +42,6 @@ class InputExample:
 
 
 @dataclasses.dataclass(frozen=True)
-class PaddingInputExample:
-    """Fake example that fills the last batch to its full size; it is never scored."""
-
-
-@dataclasses.dataclass(frozen=True)
 class InputFeatures:
     """Model inputs of one example, each of length `max_seq_length`.
 
@@ -57,7 +50,8 @@ class InputFeatures:
         input_mask: 1 for real tokens, 0 for padding.
         segment_ids: 0 for `[CLS] A [SEP]`, 1 for `B [SEP]`, 0 for padding.
         label_id: Class index, or the score itself for a regression task.
-        is_real_example: False for a `PaddingInputExample`.
+        is_real_example: False for the original's padding examples (TPU batches); the original
+            metrics weight by it.
     """
 
     input_ids: list[int]
@@ -102,13 +96,13 @@ def example_tokens(example: InputExample, max_seq_length: int,
     return tokens, segment_ids
 
 
-def convert_single_example(example: InputExample | PaddingInputExample,
+def convert_single_example(example: InputExample,
                            label_list: Sequence[str] | None, max_seq_length: int,
                            tokenizer: tokenization.FullTokenizer) -> InputFeatures:
     """Converts one example into `InputFeatures`.
 
     Args:
-        example: The example; a `PaddingInputExample` gives all-zero features.
+        example: The example.
         label_list: The task's labels in class-index order; None for regression, where the
             label string is parsed as a float.
         max_seq_length: Length of every output sequence (at least 3).
@@ -120,10 +114,6 @@ def convert_single_example(example: InputExample | PaddingInputExample,
     Raises:
         ValueError: If the example's label is not in `label_list` or not a number.
     """
-    if isinstance(example, PaddingInputExample):
-        zeros = [0] * max_seq_length
-        return InputFeatures(input_ids=list(zeros), input_mask=list(zeros),
-                             segment_ids=list(zeros), label_id=0, is_real_example=False)
     tokens, segment_ids = example_tokens(example, max_seq_length, tokenizer)
     input_ids = tokenizer.convert_tokens_to_ids(tokens)
     padding = [0] * (max_seq_length - len(input_ids))
@@ -147,14 +137,14 @@ def _label_id(example: InputExample, label_list: Sequence[str] | None) -> int | 
                          f"{list(label_list)}") from None
 
 
-def convert_examples_to_features(examples: Iterable[InputExample | PaddingInputExample],
+def convert_examples_to_features(examples: Iterable[InputExample],
                                  label_list: Sequence[str] | None, max_seq_length: int,
                                  tokenizer: tokenization.FullTokenizer) -> list[InputFeatures]:
     """Converts every example with `convert_single_example`, logging the first few."""
     features = []
     for ex_index, example in enumerate(examples):
         feature = convert_single_example(example, label_list, max_seq_length, tokenizer)
-        if ex_index < _NUM_LOGGED_EXAMPLES and isinstance(example, InputExample):
+        if ex_index < _NUM_LOGGED_EXAMPLES:
             _log_example(example, feature, tokenizer)
         features.append(feature)
     return features
@@ -171,19 +161,6 @@ def _log_example(example: InputExample, feature: InputFeatures,
     logging.info("input_mask: %s", " ".join(str(x) for x in feature.input_mask))
     logging.info("segment_ids: %s", " ".join(str(x) for x in feature.segment_ids))
     logging.info("label: %s (id = %s)", example.label, feature.label_id)
-
-
-def pad_to_batch_multiple(examples: Sequence[InputExample], batch_size: int
-                          ) -> list[InputExample | PaddingInputExample]:
-    """Appends `PaddingInputExample`s until the count is a multiple of `batch_size`.
-
-    Fixed-size batches (TPUs, `drop_remainder`) would otherwise drop the last real examples;
-    padding goes at the end, so the first `len(examples)` outputs are the real ones.
-    """
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be positive, got {batch_size}")
-    num_padding = -len(examples) % batch_size
-    return list(examples) + [PaddingInputExample() for _ in range(num_padding)]
 
 
 def features_to_arrays(features: Sequence[InputFeatures], is_regression: bool = False

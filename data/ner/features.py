@@ -16,9 +16,9 @@ from typing import Sequence
 
 import numpy as np
 
+from data import tokenization
 from data.ner import conll
 from utils import output_files
-from data import tokenization
 
 IGNORED_LABEL_ID = -1
 _CLS = "[CLS]"

@@ -14,11 +14,9 @@ import random
 
 import numpy as np
 
-from data.pretraining import masked_lm
-from data.pretraining import instances as pretraining_instances
-from data.pretraining import records as pretraining_records
-from data.pretraining import tfrecord_io
 from data import tokenization
+from data.pretraining import (instances as pretraining_instances, masked_lm,
+                              records as pretraining_records, tfrecord_io)
 from data.pretraining.cached_tokenizer import WordCachedTokenizer
 from data.pretraining.corpus import CorpusChunk
 

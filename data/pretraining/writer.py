@@ -22,9 +22,7 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
-from data.pretraining import chunks as pretraining_chunks
-from data.pretraining import corpus as pretraining_corpus
-from data.pretraining import tfrecord_io
+from data.pretraining import chunks as pretraining_chunks, corpus as pretraining_corpus, tfrecord_io
 from data.pretraining.summary import WriteSummary
 
 

@@ -20,10 +20,10 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from utils.output_files import write_text_atomically
 from data.squad.examples import SquadExample
 from data.squad.features import SquadFeatures
 from data.tokenization import BasicTokenizer
+from utils.output_files import write_text_atomically
 
 # The null score to beat before any window is seen ("large and positive" in the original).
 _NO_NULL_SCORE = 1000000

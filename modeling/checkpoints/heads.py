@@ -13,6 +13,7 @@ from typing import Any
 
 import keras
 
+from modeling.checkpoints.errors import UnsupportedCheckpointError
 from modeling.checkpoints.names import ENCODER_TABLE, HEAD_TABLE, is_optimizer_state
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
@@ -48,10 +49,6 @@ def _head_variables() -> dict[str, tuple[str, ...]]:
 HEAD_VARIABLES = _head_variables()
 _ENCODER_NAME = re.compile(
     "^(" + "|".join(re.escape(tf1).replace(r"\{i\}", r"\d+") for tf1, _ in ENCODER_TABLE) + ")$")
-
-
-class UnsupportedCheckpointError(ValueError):
-    """The checkpoint holds variables or heads that no model of this project has."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -20,15 +20,16 @@ import numpy as np
 from safetensors import safe_open
 from safetensors.numpy import save_file
 
-from modeling.checkpoints.names import tf1_name_map
-from modeling.config import BertConfig
-from modeling.checkpoints.heads import (ModelSpec, UnsupportedCheckpointError, detect_model_spec,
-                                      model_spec)
+from modeling.checkpoints.errors import CheckpointMismatchError, UnsupportedCheckpointError
+from modeling.checkpoints.heads import ModelSpec, detect_model_spec, model_spec
 from modeling.checkpoints.hf_config import (ARCHITECTURES, bert_config_from_hf, hf_config_from_bert,
-                                hf_tokenizer_config)
-from modeling.checkpoints.hf_names import (BASE_PREFIX, ENCODER_ONLY, HF_BUFFERS, HF_LEGACY_SUFFIXES,
-                               HF_TIED, from_hf_arrays, to_hf_arrays)
-from modeling.checkpoints.tf1 import CheckpointMismatchError, assign_tf1_values
+                                            hf_tokenizer_config)
+from modeling.checkpoints.hf_names import (BASE_PREFIX, ENCODER_ONLY, HF_BUFFERS,
+                                           HF_LEGACY_SUFFIXES, HF_TIED, from_hf_arrays,
+                                           to_hf_arrays)
+from modeling.checkpoints.names import tf1_name_map
+from modeling.checkpoints.tf1 import assign_tf1_values
+from modeling.config import BertConfig
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from modeling.config import RELEASE_EXTRA_KEYS, BertConfig
-from modeling.checkpoints.heads import ModelSpec, UnsupportedCheckpointError
+from modeling.checkpoints.errors import UnsupportedCheckpointError
+from modeling.checkpoints.heads import ModelSpec
 from modeling.checkpoints.hf_names import ACTIVATIONS_FROM_HF, ACTIVATIONS_TO_HF, ENCODER_ONLY
+from modeling.config import RELEASE_EXTRA_KEYS, BertConfig
 
 # The Hugging Face class written for each head this project can write there.
 ARCHITECTURES = {

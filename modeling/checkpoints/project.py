@@ -4,17 +4,20 @@ Training runs write them (with optimizer state, step and input position beside t
 `convert_checkpoint.py --to keras` writes them (model only). Any of the project's models can be read
 from any other's checkpoint through the shared `encoder` child; heads are matched by their names.
 """
+from __future__ import annotations
+
 import keras
 import tensorflow as tf
 
+from modeling.checkpoints.errors import (CheckpointMismatchError, CorruptCheckpointError,
+                                         UnsupportedCheckpointError)
+from modeling.checkpoints.heads import ENCODER, ModelSpec
+from modeling.checkpoints.tf1 import readable_checkpoint
 from modeling.encoder import BertEncoder
-from modeling.checkpoints.tf1 import CorruptCheckpointError, readable_checkpoint
 
 OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
-
-
-class ProjectCheckpointMismatchError(ValueError):
-    """The checkpoint lacks variables the model needs, or holds them with other shapes."""
+# Where a variable of the model lives in a project checkpoint's object graph.
+_VARIABLE_KEY = "model/{}/.ATTRIBUTES/VARIABLE_VALUE"
 
 
 def is_project_checkpoint(prefix: str) -> bool:
@@ -34,7 +37,7 @@ def load_project_checkpoint(model: keras.Model, prefix: str) -> None:
     """Restores every variable of `model` from a project checkpoint, all or nothing.
 
     Raises:
-        ProjectCheckpointMismatchError: a variable the model needs is missing or has another shape.
+        CheckpointMismatchError: a variable the model needs is missing or has another shape.
         CorruptCheckpointError: the checkpoint's files cannot be read.
         Either way the model's values are then those it had before the call.
     """
@@ -49,7 +52,7 @@ def load_project_checkpoint(model: keras.Model, prefix: str) -> None:
             variable.assign(value)
         if isinstance(error, CorruptCheckpointError):
             raise
-        raise ProjectCheckpointMismatchError(
+        raise CheckpointMismatchError(
             f"checkpoint {prefix} does not fit the model: {error}") from None
 
 
@@ -59,3 +62,31 @@ def save_project_checkpoint(model: keras.Model, prefix: str) -> str:
     A bare encoder is written as the `encoder` child of `model`, as training runs write it.
     """
     return _bind(model).write(prefix)
+
+
+def project_model_spec(prefix: str, head: str | None = None) -> ModelSpec:
+    """The model a project checkpoint belongs to, from its object graph's keys.
+
+    Args:
+        prefix: the checkpoint.
+        head: the head, where the caller knows it; the label count is still read.
+
+    Raises:
+        UnsupportedCheckpointError: the head is a classifier, a span labeler or a token
+            classifier (the same variables) and `head` does not say which.
+    """
+    shapes = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+    weights = shapes.get(_VARIABLE_KEY.format("head/output_weights"))
+    if head is None:
+        if _VARIABLE_KEY.format("masked_lm/output_bias") in shapes:
+            head = "pretraining"
+        elif weights is None:
+            head = ENCODER
+        elif _VARIABLE_KEY.format("head/output_bias") not in shapes:
+            head = "multiple_choice"
+        else:
+            raise UnsupportedCheckpointError(
+                f"{prefix}: its head may be a classifier, a span labeler or a token classifier "
+                "and it has no model_spec.json beside it; pass --head")
+    takes_labels = head in ("classifier", "token_classifier")
+    return ModelSpec(head, int(weights[0]) if takes_labels and weights else None)

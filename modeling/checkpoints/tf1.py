@@ -14,17 +14,11 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from modeling.checkpoints.errors import CheckpointMismatchError, CorruptCheckpointError
 from modeling.checkpoints.names import is_optimizer_state, tf1_name_map
+from utils.output_files import write_text_atomically
 
 WORD_EMBEDDINGS = "bert/embeddings/word_embeddings"
-
-
-class CheckpointMismatchError(ValueError):
-    """The checkpoint does not hold what the model needs; raised before any variable changes."""
-
-
-class CorruptCheckpointError(ValueError):
-    """The checkpoint's files cannot be read (truncated, corrupted); nothing was loaded."""
 
 
 # What TensorFlow raises on a truncated or corrupted .index or .data file: a short read surfaces
@@ -168,7 +162,4 @@ def save_tf1_checkpoint(model: keras.Model, prefix: str, global_step: int | None
 
 def _write_state_file(folder: str, basename: str) -> None:
     state = f'model_checkpoint_path: "{basename}"\nall_model_checkpoint_paths: "{basename}"\n'
-    temp = os.path.join(folder, f"checkpoint.tmp-{os.getpid()}")
-    with open(temp, "w", encoding="utf-8") as f:
-        f.write(state)
-    os.replace(temp, os.path.join(folder, "checkpoint"))
+    write_text_atomically(os.path.join(folder, "checkpoint"), state)

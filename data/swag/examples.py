@@ -17,9 +17,9 @@ from typing import Sequence
 
 import numpy as np
 
+from data import tokenization
 from data.classifier import features as classifier_features
 from utils import output_files
-from data import tokenization
 
 NUM_CHOICES = 4
 _ENDING_COLUMNS = tuple(f"ending{i}" for i in range(NUM_CHOICES))

@@ -1,0 +1,1 @@
+"""SWAG: the multiple-choice examples, their four-choice features, accuracy and predictions."""

@@ -1,0 +1,47 @@
+"""The layers of DESIGN.md, one direction: each library package imports only what is below it."""
+import ast
+import pathlib
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+
+PROJECT = ("utils", "data", "modeling", "training", "serving", "synthetic")
+# What each package may import besides itself (scripts, bench/ and tests/ never).
+ALLOWED = {
+    "utils": set(),
+    "data": {"utils"},
+    "modeling": {"utils"},
+    "training": {"modeling", "utils"},
+    "serving": {"data", "modeling", "utils"},
+    "synthetic": {"data", "utils"},
+}
+SCRIPTS = {path.stem for path in pathlib.Path(REPO_ROOT).glob("*.py")}
+
+
+def imported_top_levels(path: pathlib.Path) -> set[str]:
+    """The first name of every module `path` imports, at any depth of the file."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+@pytest.mark.parametrize("package", PROJECT)
+def test_package_imports_only_the_layers_below_it(package):
+    root = pathlib.Path(REPO_ROOT)
+    files = sorted((root / package).rglob("*.py"))
+    assert files, f"no package {package}/"
+    forbidden = (set(PROJECT) | SCRIPTS | {"bench", "tests"}) - ALLOWED[package] - {package}
+    breaks = {str(path.relative_to(root)): sorted(imported_top_levels(path) & forbidden)
+              for path in files}
+    assert not {path: names for path, names in breaks.items() if names}
+
+
+def test_the_checker_sees_imports_inside_functions(tmp_path):
+    module = tmp_path / "module.py"
+    module.write_text("import os\n\ndef f():\n    from training.trainer import Trainer\n")
+    assert imported_top_levels(module) == {"os", "training"}
