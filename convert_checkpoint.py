@@ -1,9 +1,10 @@
-"""Converts a BERT checkpoint between Google's TF1 format, this project's format and Hugging Face.
+"""Converts a BERT checkpoint between Google's TF1 format, this project's format, Hugging Face and
+Model Garden (TF-Hub encoder SavedModels are read too).
 
     python convert_checkpoint.py --input=$BERT_DIR/bert_model.ckpt --output=bert_hf --to=hf
 
-The input format (`tf1`, `keras` or `hf`) is detected and said; `--input_format` overrides it. The
-head (pretraining, classifier, SQuAD span, ...) travels with the encoder; weights come out
+The input format (`tf1`, `keras`, `hf`, `model_garden` or `tf_hub`) is detected and said;
+`--input_format` overrides it. The head (pretraining, classifier, SQuAD span, ...) travels with the encoder; weights come out
 bit-identical. The output folder must be absent or empty and is written all or nothing.
 """
 from absl import app, flags
@@ -16,8 +17,9 @@ from utils.output_files import check_output_folder
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input", None, "Checkpoint prefix, or the folder holding the checkpoint.")
 flags.DEFINE_string("output", None, "Output folder (absent or empty).")
-flags.DEFINE_enum("to", None, FORMATS, "Output format: tf1 (Google's), keras (this project's), "
-                  "hf (Hugging Face).")
+flags.DEFINE_enum("to", None, [f for f in FORMATS if f != "tf_hub"],
+                  "Output format: tf1 (Google's), keras (this project's), hf (Hugging Face), "
+                  "model_garden (Model Garden's TF2 checkpoint).")
 flags.DEFINE_enum("input_format", None, FORMATS, "Input format; detected when not given.")
 flags.DEFINE_string("bert_config_file", None,
                     "bert_config.json of a tf1/keras input; default: the one beside it.")

@@ -1,0 +1,154 @@
+"""Model Garden checkpoints and TF-Hub encoder SavedModels, against Model Garden's own outputs.
+
+The fixtures under tests/fixtures_model_garden/ were written by Model Garden's code
+(`make_fixtures.py` there, run with tf-models-nightly); `outputs.npz` holds its outputs.
+"""
+import pathlib
+import shutil
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from modeling.checkpoints.errors import CheckpointMismatchError, UnsupportedCheckpointError
+from modeling.checkpoints.folders import read_model, write_model
+from modeling.checkpoints.formats import (HF, MODEL_GARDEN, TF1, TF_HUB, detect_format,
+                                          load_checkpoint)
+from modeling.checkpoints.names import tf1_name_map
+from modeling.config import BertConfig
+from modeling.encoder import BertEncoder
+
+FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures_model_garden"
+OUTPUTS = np.load(FIXTURES / "outputs.npz")
+
+
+def _features(with_positions=False):
+    features = {"input_ids": OUTPUTS["input_word_ids"], "input_mask": OUTPUTS["input_mask"],
+                "segment_ids": OUTPUTS["input_type_ids"]}
+    if with_positions:
+        features["masked_lm_positions"] = OUTPUTS["masked_lm_positions"]
+    return features
+
+
+def _values(model):
+    return {name: variable.numpy() for name, variable in tf1_name_map(model).items()}
+
+
+@pytest.mark.parametrize("folder, expected_format, key", [
+    ("encoder", MODEL_GARDEN, "encoder"), ("hub_encoder", TF_HUB, "hub")])
+def test_encoder_outputs_equal_model_garden(folder, expected_format, key):
+    assert detect_format(str(FIXTURES / folder)) == expected_format
+    loaded = read_model(str(FIXTURES / folder))
+    assert loaded.spec.head == "encoder"
+    outputs = loaded.model(_features(), training=False)
+    for name in ("sequence_output", "pooled_output"):
+        np.testing.assert_allclose(outputs[name].numpy(), OUTPUTS[f"{key}/{name}"], atol=1e-5,
+                                   rtol=0, err_msg=name)
+
+
+def test_tf_hub_config_and_casing_are_read():
+    loaded = read_model(str(FIXTURES / "hub_encoder"))
+    assert loaded.do_lower_case is True
+    assert loaded.model.config == BertConfig(
+        vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=64, hidden_act="gelu", max_position_embeddings=16, type_vocab_size=2)
+
+
+def test_pretrainer_brings_its_heads():
+    loaded = read_model(str(FIXTURES / "pretrainer"))
+    assert loaded.spec.head == "pretraining"
+    outputs = loaded.model(_features(with_positions=True), training=False)
+    expected_mlm = OUTPUTS["pretrainer/mlm_logits"]
+    np.testing.assert_allclose(outputs["masked_lm_logits"].numpy().reshape(expected_mlm.shape),
+                               expected_mlm, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(outputs["next_sentence_logits"].numpy(),
+                               OUTPUTS["pretrainer/next_sentence"], atol=1e-5, rtol=0)
+    np.testing.assert_allclose(outputs["sequence_output"].numpy(),
+                               OUTPUTS["pretrainer/sequence_output"], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("folder", ["encoder", "pretrainer", "hub_encoder"])
+def test_init_checkpoint_loads_the_encoder(folder, caplog):
+    model = BertEncoder(read_model(str(FIXTURES / "encoder")).model.config)
+    found = load_checkpoint(model, str(FIXTURES / folder))
+    assert found in (MODEL_GARDEN, TF_HUB)
+    key = {"encoder": "encoder", "pretrainer": "pretrainer", "hub_encoder": "hub"}[folder]
+    np.testing.assert_allclose(model(_features(), training=False)["pooled_output"].numpy(),
+                               OUTPUTS[f"{key}/pooled_output"], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("folder", ["encoder", "pretrainer"])
+@pytest.mark.parametrize("via", [TF1, HF])
+def test_round_trip_through_model_garden_is_bit_exact(folder, via, tmp_path):
+    original = read_model(str(FIXTURES / folder))
+    write_model(original, MODEL_GARDEN, str(tmp_path / "mg"), True)
+    assert detect_format(str(tmp_path / "mg")) == MODEL_GARDEN
+    again = read_model(str(tmp_path / "mg"))
+    assert again.spec == original.spec and again.model.config == original.model.config
+    write_model(again, via, str(tmp_path / via), True)
+    final = read_model(str(tmp_path / via))
+    expected, actual = _values(original.model), _values(final.model)
+    assert expected.keys() == actual.keys()
+    for name in expected:
+        np.testing.assert_array_equal(actual[name], expected[name], err_msg=name)
+
+
+def test_mismatched_config_is_refused_with_names(tmp_path):
+    folder = tmp_path / "encoder"
+    shutil.copytree(FIXTURES / "encoder", folder)
+    params = (folder / "params.yaml").read_text()
+    (folder / "params.yaml").write_text(params.replace("intermediate_size: 64",
+                                                       "intermediate_size: 48"))
+    with pytest.raises(CheckpointMismatchError) as error:
+        read_model(str(folder))
+    assert "bert/encoder/layer_0/intermediate/dense/kernel: checkpoint shape (32, 64)" in str(
+        error.value)
+
+
+def test_more_layers_than_the_config_are_refused_with_names(tmp_path):
+    folder = tmp_path / "encoder"
+    shutil.copytree(FIXTURES / "encoder", folder)
+    params = (folder / "params.yaml").read_text()
+    (folder / "params.yaml").write_text(params.replace("num_layers: 2", "num_layers: 1"))
+    with pytest.raises((UnsupportedCheckpointError, CheckpointMismatchError)) as error:
+        read_model(str(folder))
+    assert "layer_with_weights-5/_attention_layer/_query_dense/kernel" in str(error.value)
+
+
+@pytest.mark.parametrize("key, value, reason", [
+    ("norm_first: false", "norm_first: true", "norm_first"),
+    ("embedding_size: null", "embedding_size: 16", "embedding_size=16"),
+    ("hidden_activation: gelu", "hidden_activation: swish", "swish"),
+    ("type: bert", "type: albert", "albert"),
+])
+def test_unrepresentable_configs_are_refused_with_the_reason(key, value, reason, tmp_path):
+    folder = tmp_path / "encoder"
+    shutil.copytree(FIXTURES / "encoder", folder)
+    params = (folder / "params.yaml").read_text()
+    assert key in params
+    (folder / "params.yaml").write_text(params.replace(key, value))
+    with pytest.raises(UnsupportedCheckpointError, match=reason):
+        read_model(str(folder))
+
+
+def test_next_sentence_pooler_other_than_the_encoders_is_refused(tmp_path):
+    write_model(read_model(str(FIXTURES / "pretrainer")), MODEL_GARDEN, str(tmp_path / "mg"),
+                True)
+    prefix = str(tmp_path / "mg" / "bert_model.ckpt")
+    reader = tf.train.load_checkpoint(prefix)
+    tensors = {key: reader.get_tensor(key) for key in reader.get_variable_to_shape_map()}
+    key = "model/classification_heads/0/dense/bias/.ATTRIBUTES/VARIABLE_VALUE"
+    assert key in tensors
+    tensors[key] = tensors[key] + 1.0
+    names = sorted(tensors)
+    tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names),
+                      tensors=[tf.convert_to_tensor(tensors[n]) for n in names])
+    with pytest.raises(UnsupportedCheckpointError, match="not a copy of the encoder's pooler"):
+        read_model(str(tmp_path / "mg"))
+
+
+def test_activation_differing_from_the_model_is_refused():
+    config = read_model(str(FIXTURES / "encoder")).model.config
+    model = BertEncoder(BertConfig(**{**config.to_dict(), "hidden_act": "relu"}))
+    with pytest.raises(CheckpointMismatchError, match="hidden_act"):
+        load_checkpoint(model, str(FIXTURES / "encoder"))
