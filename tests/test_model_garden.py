@@ -152,3 +152,24 @@ def test_activation_differing_from_the_model_is_refused():
     model = BertEncoder(BertConfig(**{**config.to_dict(), "hidden_act": "relu"}))
     with pytest.raises(CheckpointMismatchError, match="hidden_act"):
         load_checkpoint(model, str(FIXTURES / "encoder"))
+
+
+def test_a_saved_model_without_keras_metadata_takes_the_given_config(tmp_path):
+    """Older TF-Hub releases have no keras_metadata.pb: their bert_config.json is passed."""
+    folder = tmp_path / "hub_v2"
+    shutil.copytree(FIXTURES / "hub_encoder", folder)
+    (folder / "keras_metadata.pb").unlink()
+    with pytest.raises(UnsupportedCheckpointError, match="--bert_config_file"):
+        read_model(str(folder))
+    config = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2,
+                        num_attention_heads=4, intermediate_size=64, hidden_act="gelu",
+                        max_position_embeddings=16, type_vocab_size=2)
+    config.to_json_file(tmp_path / "bert_config.json")
+    loaded = read_model(str(folder), bert_config_file=str(tmp_path / "bert_config.json"))
+    outputs = loaded.model(_features(), training=False)
+    np.testing.assert_allclose(outputs["pooled_output"].numpy(), OUTPUTS["hub/pooled_output"],
+                               atol=1e-5, rtol=0)
+    encoder = BertEncoder(config)
+    assert load_checkpoint(encoder, str(folder)) == TF_HUB
+    np.testing.assert_allclose(encoder(_features(), training=False)["pooled_output"].numpy(),
+                               OUTPUTS["hub/pooled_output"], atol=1e-5, rtol=0)

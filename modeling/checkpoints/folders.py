@@ -102,7 +102,7 @@ def read_model(path: str, input_format: str | None = None, bert_config_file: str
         assign_tf1_values(model, checkpoint.values, path)
         return LoadedModel(model, checkpoint.spec, vocab, checkpoint.do_lower_case)
     if input_format == TF_HUB:
-        return _read_tf_hub(path, vocab_file)
+        return _read_tf_hub(path, bert_config_file, vocab_file)
     prefix = resolve_checkpoint_prefix(path)
     folder = os.path.dirname(prefix)
     config = (read_model_garden_config(folder, prefix)
@@ -132,8 +132,10 @@ def read_model(path: str, input_format: str | None = None, bert_config_file: str
     return LoadedModel(model, spec, vocab, do_lower_case)
 
 
-def _read_tf_hub(folder: str, vocab_file: str | None) -> LoadedModel:
-    config, values, do_lower_case = read_tf_hub_values(folder)
+def _read_tf_hub(folder: str, bert_config_file: str | None, vocab_file: str | None
+                 ) -> LoadedModel:
+    given = BertConfig.from_json_file(bert_config_file) if bert_config_file else None
+    config, values, do_lower_case = read_tf_hub_values(folder, given)
     vocab = _beside(os.path.join(folder, "assets"), vocab_file, VOCAB_FILE, "--vocab_file")
     _check_vocab(vocab, config)
     spec = ModelSpec("encoder")

@@ -224,14 +224,21 @@ def read_model_garden_config(folder: str, source: str) -> BertConfig | None:
     return bert_config_from_params(params, source) if params is not None else None
 
 
-def read_tf_hub_values(folder: str) -> tuple[BertConfig, dict[str, np.ndarray], bool | None]:
+def read_tf_hub_values(folder: str, config: BertConfig | None = None
+                       ) -> tuple[BertConfig, dict[str, np.ndarray], bool | None]:
     """(config, {original name: array}, do_lower_case) of a TF-Hub BERT encoder SavedModel.
+
+    Args:
+        folder: the SavedModel.
+        config: the model's config, used where the SavedModel has no `keras_metadata.pb` (older
+            releases); the one in `keras_metadata.pb` comes first.
 
     Raises:
         UnsupportedCheckpointError: its config is missing or not representable, or variables
             are left over or missing (named).
     """
-    config = bert_config_from_keras(_saved_encoder_config(folder), folder)
+    if os.path.isfile(os.path.join(folder, KERAS_METADATA_FILE)) or config is None:
+        config = bert_config_from_keras(_saved_encoder_config(folder), folder)
     loaded = tf.saved_model.load(folder)
     variables = {v.name.split(":")[0]: v for v in loaded.variables}
     do_lower_case = variables.pop("Variable", None)
@@ -256,8 +263,8 @@ def _saved_encoder_config(folder: str) -> dict:
     path = os.path.join(folder, KERAS_METADATA_FILE)
     if not os.path.isfile(path):
         raise UnsupportedCheckpointError(
-            f"{folder}: no {KERAS_METADATA_FILE}, so its activation cannot be read; convert it "
-            "with --bert_config_file from its release")
+            f"{folder}: no {KERAS_METADATA_FILE}, so its config cannot be read; pass "
+            "--bert_config_file (the release's bert_config.json)")
     with open(path, "rb") as f:
         metadata = [json.loads(m) for m in _metadata_strings(f.read())]
     encoders = [m["config"] for m in metadata if m.get("class_name") in
@@ -327,7 +334,7 @@ def load_model_garden_checkpoint(model, prefix: str) -> list[str]:
 
 def load_tf_hub_checkpoint(model, folder: str) -> list[str]:
     """Assigns a TF-Hub BERT encoder SavedModel to a built model, all or nothing."""
-    config, values, _ = read_tf_hub_values(folder)
+    config, values, _ = read_tf_hub_values(folder, model.config)
     _check_activation(config, model, folder)
     return assign_tf1_values(model, values, folder)
 
