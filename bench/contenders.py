@@ -17,7 +17,7 @@ from typing import Callable
 
 import numpy as np
 
-from bench.cases import MAX_PREDICTIONS_PER_SEQ, VOCAB_SIZE, Case
+from bench.cases import MAX_PREDICTIONS_PER_SEQ, VOCAB_SIZE, Case, ModelSize
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -41,6 +41,15 @@ def synthetic_batch(case: Case, seed: int = 0) -> dict[str, np.ndarray]:
     }
 
 
+def bert_config(model: ModelSize):
+    """This project's `BertConfig` of a benchmark model: its sizes, the original's defaults."""
+    sys.path.insert(0, REPO_ROOT)
+    from modeling.config import BertConfig
+    return BertConfig(vocab_size=VOCAB_SIZE, hidden_size=model.hidden_size,
+                      num_hidden_layers=model.num_layers, num_attention_heads=model.num_heads,
+                      intermediate_size=model.intermediate_size, type_vocab_size=2)
+
+
 class ThisProject:
     """This repository's `BertEncoder` / `BertPretrainer`, the training step of its `Trainer`
     fed by its TFRecord input pipeline, XLA on or off as `training.xla_choice` picks (for the
@@ -53,15 +62,11 @@ class ThisProject:
         sys.path.insert(0, REPO_ROOT)
         import keras
         import tensorflow as tf
-        from modeling.config import BertConfig
         from modeling.encoder import BertEncoder
         from training.xla_choice import prefers_xla
         keras.mixed_precision.set_dtype_policy(
             "mixed_bfloat16" if case.dtype == "bfloat16" else "float32")
-        config = BertConfig(
-            vocab_size=VOCAB_SIZE, hidden_size=case.model.hidden_size,
-            num_hidden_layers=case.model.num_layers, num_attention_heads=case.model.num_heads,
-            intermediate_size=case.model.intermediate_size, type_vocab_size=2)
+        config = bert_config(case.model)
         if case.mode == "train":
             return self._train_step(case, config, workdir)
         encoder = BertEncoder(config)
@@ -210,7 +215,7 @@ class KerasHub:
         if case.mode == "forward":
             forward = tf.function(lambda x: backbone(x, training=False)["sequence_output"])
             # Reading one value back waits for the call to end on an accelerator too.
-        return lambda: forward(inputs)[0, 0, 0].numpy()
+            return lambda: forward(inputs)[0, 0, 0].numpy()
         masked_lm = keras_hub.layers.MaskedLMHead(
             token_embedding=backbone.token_embedding, intermediate_activation="gelu",
             layer_norm_epsilon=1e-12)
