@@ -83,16 +83,17 @@ class _MomentOptimizer(keras.optimizers.Optimizer):
         keras_internals.merge_call(self._distributed_tf_update_step, self._distribution_strategy,
                                    list(zip(grads, variables)), learning_rate)
 
-    def _moments(self, gradient, variable, index: int):
-        """Updates the slots m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2; returns them too."""
+    def _update_inputs(self, gradient, variable, index: int) -> tuple[tf.Tensor, ...]:
+        """The tensors an update reads: the variable, its two slots and the dense gradient."""
         m, v = self._adam_m[index], self._adam_v[index]
         # Sparse (embedding) gradients update every row, as in the original's dense arithmetic.
         gradient = tf.cast(tf.convert_to_tensor(gradient), variable.dtype)
-        next_m = self.beta_1 * m + (1.0 - self.beta_1) * gradient
-        next_v = self.beta_2 * v + (1.0 - self.beta_2) * tf.square(gradient)
-        self.assign(m, next_m)
-        self.assign(v, next_v)
-        return next_m, next_v
+        return (tf.convert_to_tensor(variable), tf.convert_to_tensor(m), tf.convert_to_tensor(v),
+                gradient)
+
+    def _assign_updates(self, variable, index: int, values: tuple[tf.Tensor, ...]) -> None:
+        for target, value in zip((variable, self._adam_m[index], self._adam_v[index]), values):
+            self.assign(target, value)
 
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()
@@ -130,11 +131,10 @@ class AdamWeightDecay(_MomentOptimizer):
 
     def update_step(self, gradient, variable, learning_rate):
         index = self._get_variable_index(variable)
-        next_m, next_v = self._moments(gradient, variable, index)
-        update = next_m / (tf.sqrt(next_v) + self.epsilon)
-        if self._do_use_weight_decay(index):
-            update += self.weight_decay_rate * variable
-        self.assign_sub(variable, tf.cast(learning_rate, variable.dtype) * update)
+        decay = self.weight_decay_rate if self._do_use_weight_decay(index) else 0.0
+        self._assign_updates(variable, index, _adam_weight_decay_values(
+            *self._update_inputs(gradient, variable, index),
+            tf.cast(learning_rate, variable.dtype), self.beta_1, self.beta_2, self.epsilon, decay))
 
 
 @keras.saving.register_keras_serializable(package="bert")
@@ -156,20 +156,48 @@ class Lamb(_MomentOptimizer):
 
     def update_step(self, gradient, variable, learning_rate):
         index = self._get_variable_index(variable)
-        next_m, next_v = self._moments(gradient, variable, index)
-        local_step = tf.cast(self.iterations + 1, variable.dtype)
-        m_hat = next_m / (1.0 - tf.pow(tf.cast(self.beta_1, variable.dtype), local_step))
-        v_hat = next_v / (1.0 - tf.pow(tf.cast(self.beta_2, variable.dtype), local_step))
-        update = m_hat / (tf.sqrt(v_hat) + self.epsilon)
-        if self._do_use_weight_decay(index):
-            update += self.weight_decay_rate * variable
-        ratio = tf.constant(1.0, variable.dtype)
-        if not self._excluded[index]:
-            w_norm = tf.norm(variable)
-            update_norm = tf.norm(update)
-            both_positive = tf.logical_and(w_norm > 0.0, update_norm > 0.0)
-            ratio = tf.where(both_positive, w_norm / update_norm, 1.0)
-        self.assign_sub(variable, tf.cast(learning_rate, variable.dtype) * ratio * update)
+        decay = self.weight_decay_rate if self._do_use_weight_decay(index) else 0.0
+        self._assign_updates(variable, index, _lamb_values(
+            *self._update_inputs(gradient, variable, index),
+            tf.cast(learning_rate, variable.dtype), tf.cast(self.iterations + 1, variable.dtype),
+            self.beta_1, self.beta_2, self.epsilon, decay, not self._excluded[index]))
+
+
+# Each variable's update is one XLA computation, a single pass over its memory. Written as
+# separate TensorFlow ops, an update leaves a dozen temporaries of the variable's size, which the
+# graph's executor keeps alive across variables, updating them side by side: 1.9 GB at BERT-Base
+# size, a quarter of a training step's peak memory. The arithmetic is the same, op for op.
+
+@tf.function(jit_compile=True)
+def _adam_weight_decay_values(variable, m, v, gradient, learning_rate, beta_1: float,
+                              beta_2: float, epsilon: float, weight_decay_rate: float):
+    """AdamWeightDecay's new (variable, m, v)."""
+    next_m = beta_1 * m + (1.0 - beta_1) * gradient
+    next_v = beta_2 * v + (1.0 - beta_2) * tf.square(gradient)
+    update = next_m / (tf.sqrt(next_v) + epsilon)
+    if weight_decay_rate:
+        update += weight_decay_rate * variable
+    return variable - learning_rate * update, next_m, next_v
+
+
+@tf.function(jit_compile=True)
+def _lamb_values(variable, m, v, gradient, learning_rate, local_step, beta_1: float,
+                 beta_2: float, epsilon: float, weight_decay_rate: float, trust_ratio: bool):
+    """LAMB's new (variable, m, v); `local_step` is the update's 1-based count."""
+    next_m = beta_1 * m + (1.0 - beta_1) * gradient
+    next_v = beta_2 * v + (1.0 - beta_2) * tf.square(gradient)
+    m_hat = next_m / (1.0 - tf.pow(tf.cast(beta_1, variable.dtype), local_step))
+    v_hat = next_v / (1.0 - tf.pow(tf.cast(beta_2, variable.dtype), local_step))
+    update = m_hat / (tf.sqrt(v_hat) + epsilon)
+    if weight_decay_rate:
+        update += weight_decay_rate * variable
+    ratio = tf.constant(1.0, variable.dtype)
+    if trust_ratio:
+        w_norm = tf.norm(variable)
+        update_norm = tf.norm(update)
+        both_positive = tf.logical_and(w_norm > 0.0, update_norm > 0.0)
+        ratio = tf.where(both_positive, w_norm / update_norm, 1.0)
+    return variable - learning_rate * ratio * update, next_m, next_v
 
 
 _OPTIMIZER_CLASSES = {"adamw": AdamWeightDecay, "lamb": Lamb}
