@@ -24,30 +24,39 @@ _SQRT_HALF = 0.7071067811865476
 _INV_SQRT_2PI = 0.3989422804014327
 
 
+# The training forms keep only their input for the backward pass, which recomputes what it needs
+# from it (as PyTorch's GELU does): one [B*T, intermediate_size] tensor a layer instead of two.
+
+
+def _tanh_argument(x: tf.Tensor) -> tf.Tensor:
+    return _SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)
+
+
 @tf.custom_gradient
 def _gelu_tanh_for_training(x: tf.Tensor):
     """`gelu` with its derivative written out: six elementwise passes back instead of autodiff's
-    fourteen over the graph of `tf.nn.gelu`; keeps `tanh(u)` for the backward pass."""
-    u = _SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)
-    t = tf.tanh(u)
-    y = 0.5 * x * (1.0 + t)
+    fourteen over the graph of `tf.nn.gelu`."""
+    y = 0.5 * x * (1.0 + tf.tanh(_tanh_argument(x)))
 
     def grad(dy):
         # d/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) du/dx,  du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2)
+        t = tf.tanh(_tanh_argument(x))
         du = _SQRT_2_OVER_PI * (1.0 + 0.134145 * x * x)
         return dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du)
     return y, grad
+
+
+def _normal_cdf(x: tf.Tensor) -> tf.Tensor:
+    return 0.5 * (1.0 + tf.math.erf(x * _SQRT_HALF))
 
 
 @tf.custom_gradient
 def _gelu_erf_for_training(x: tf.Tensor):
     """`gelu_exact` with its derivative written out (`Phi(x) + x phi(x)`), through `erf`, which
     TensorFlow vectorises on CPU, rather than the `erfc` of `tf.nn.gelu`."""
-    cdf = 0.5 * (1.0 + tf.math.erf(x * _SQRT_HALF))
-
     def grad(dy):
-        return dy * (cdf + x * (_INV_SQRT_2PI * tf.exp(-0.5 * x * x)))
-    return x * cdf, grad
+        return dy * (_normal_cdf(x) + x * (_INV_SQRT_2PI * tf.exp(-0.5 * x * x)))
+    return x * _normal_cdf(x), grad
 
 
 ACTIVATIONS: dict[str, Callable[[tf.Tensor], tf.Tensor]] = {
