@@ -31,7 +31,8 @@ def case_summary(result: dict, peak: dict[str, float]) -> dict:
             "seq_per_s": case.batch_size / wall, "latency_ms": 1e3 * wall,
             "mfu": flops / wall / 1e9 / peak[case.dtype],
             "cpu_s": statistics.median(values["cpu_s"]),
-            "input_batches_per_s": values.get("input_batches_per_s")}
+            "input_batches_per_s": values.get("input_batches_per_s"),
+            "peak_rss_mb": values.get("peak_rss_mb")}
     for key in keys[1:]:
         ours = result["ours_paired"][key]
         paired = sorted(p / o for p, o in zip(result["contenders"][key]["wall_s"], ours))
@@ -70,11 +71,13 @@ def markdown(results: dict) -> str:
               "computes them in float32), CPU seconds the process used per call (2 per "
               "second of latency when it has both cores to itself); ratio = peer's time / this "
               "project's time in the same round (median, min-max over the rounds; above 1 means "
-              "this project is faster).", "",
+              "this project is faster); peak memory = the worker process's peak resident memory over the "
+              "case (build, first calls and timed rounds; the framework's own libraries "
+              "included), in GB.", "",
               f"| case | rounds | seq/s {names} | latency ms {names} | MFU % {names} | "
-              f"CPU s {names} | "
+              f"CPU s {names} | peak memory GB {names} | "
               + " | ".join(f"vs {CONTENDERS[k].name}" for k in keys[1:]) + " |",
-              "|---|---|---|---|---|---|" + "---|" * len(keys[1:])]
+              "|---|---|---|---|---|---|---|" + "---|" * len(keys[1:])]
     for s, result in zip(summaries, results["cases"]):
         c = s["contenders"]
         lines.append(
@@ -83,6 +86,7 @@ def markdown(results: dict) -> str:
             + " / ".join(f"{c[k]['latency_ms']:.0f}" for k in keys) + " | "
             + " / ".join(f"{100 * c[k]['mfu']:.0f}" for k in keys) + " | "
             + " / ".join(f"{c[k]['cpu_s']:.2f}" for k in keys) + " | "
+            + " / ".join(_gigabytes(c[k]["peak_rss_mb"]) for k in keys) + " | "
             + " | ".join(_ratio(s["ratios"][k]) for k in keys[1:]) + " |")
     lines += _input_pipeline_lines(summaries, keys[0] if keys else None)
     for update in results.get("updated", []):
@@ -91,6 +95,10 @@ def markdown(results: dict) -> str:
     for failure in results.get("failed", []):
         lines += ["", f"Failed: {failure['case']}: `{failure['error'].strip().splitlines()[-1]}`"]
     return "\n".join(lines) + "\n"
+
+
+def _gigabytes(megabytes: float | None) -> str:
+    return "-" if megabytes is None else f"{megabytes / 1024:.1f}"
 
 
 def _small_product_lines(rows: list[dict]) -> list[str]:

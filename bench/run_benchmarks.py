@@ -179,6 +179,7 @@ def measure_case(workers: list[Worker], case: Case) -> dict:
         samples = _alternate(group, rounds, ("run",))
         for w in group:
             values = result["contenders"][w.key]
+            values.update(w.ask("memory"))
             values["wall_s"] += [s["wall_s"] for s in samples[w.key]]
             values["cpu_s"] += [s["cpu_s"] for s in samples[w.key]]
         for w in group[1:]:

@@ -7,6 +7,8 @@ Messages (tuples) and replies (dicts):
   ("build", case dict)  -> builds the model and step, runs the first call (tracing, compilation)
                            and one warm-up call: {"first_s", "warmup_s", ...}
   ("run",)              -> one timed call: {"wall_s", "cpu_s"}
+  ("memory",)           -> the process's peak resident memory since its last "build" (the
+                           build, the first calls and the timed ones): {"peak_rss_mb"}
   ("free",)             -> drops the model: {}
   ("peak", dtype, m, k, n) -> one timed [m, k] x [k, n] matmul: {"wall_s", "cpu_s"}
   ("products", dtype, m, k, n, length, jit_compile)
@@ -79,6 +81,7 @@ def worker_main(connection, contender_key: str, scratch_dir: str) -> None:
             if message[0] == "stop":
                 break
             if message[0] == "build":
+                _reset_peak_rss()
                 workdir = tempfile.mkdtemp(prefix="case_", dir=scratch_dir)
                 run = contender.build(Case.from_dict(message[1]), workdir)
                 reply = {"first_s": _timed(run)["wall_s"], "warmup_s": _timed(run)["wall_s"]}
@@ -86,6 +89,8 @@ def worker_main(connection, contender_key: str, scratch_dir: str) -> None:
                     reply["input_batches_per_s"] = contender.input_pipeline_rate()
             elif message[0] == "run":
                 reply = _timed(run)
+            elif message[0] == "memory":
+                reply = {"peak_rss_mb": _peak_rss_mb()}
             elif message[0] == "free":
                 run = None
                 _free_framework_memory(contender.framework)
@@ -108,3 +113,17 @@ def _free_framework_memory(framework: str) -> None:
         import keras
         keras.backend.clear_session()
     gc.collect()
+
+
+def _reset_peak_rss() -> None:
+    """Sets the process's peak resident memory (VmHWM) to its current one (Linux: clear_refs 5)."""
+    with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
+        f.write("5")
+
+
+def _peak_rss_mb() -> float:
+    with open("/proc/self/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    raise OSError("no VmHWM line in /proc/self/status")

@@ -4,7 +4,7 @@ import pytest
 from bench.cases import Case, ModelSize, benchmark_cases, case_flops, encoder_forward_flops
 from bench.contenders import synthetic_batch
 from bench.report import case_summary, markdown, plot
-from bench.worker import _Matmul
+from bench.worker import _Matmul, _peak_rss_mb, _reset_peak_rss
 
 BASE = ModelSize("bert_base", 12, 768)
 
@@ -78,6 +78,27 @@ def test_report_writes_a_table_and_a_plot(tmp_path):
     pytest.importorskip("matplotlib")  # bench/requirements.txt, not the project's own
     plot(_results(), str(tmp_path / "results.png"))
     assert (tmp_path / "results.png").stat().st_size > 1000
+
+
+def test_peak_memory_column():
+    results = _results()
+    contenders = results["cases"][0]["contenders"]
+    contenders["this_project"]["peak_rss_mb"] = 6963.2
+    contenders["transformers"]["peak_rss_mb"] = 10547.2
+    row = next(line for line in markdown(results).splitlines() if line.startswith("| bert_base"))
+    # Results measured before the column existed show a dash.
+    assert "| 6.8 / 10.3 / - |" in row
+
+
+def test_peak_resident_memory_follows_an_allocation_and_resets():
+    _reset_peak_rss()
+    before = _peak_rss_mb()
+    block = bytearray(256 * 2 ** 20)
+    block[::4096] = b"x" * len(block[::4096])  # touch every page: resident, not just reserved
+    assert _peak_rss_mb() >= before + 250
+    del block
+    _reset_peak_rss()
+    assert _peak_rss_mb() < before + 128
 
 
 def test_small_products_table():
