@@ -46,7 +46,7 @@ import time
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
 from bench import finetune_report  # noqa: E402
-from bench.machine import machine_description  # noqa: E402
+from bench.machine import machine_description, machine_label  # noqa: E402
 from data.classifier import glue_tasks  # noqa: E402
 from data.ner import conll  # noqa: E402
 from utils.output_files import write_text_atomically  # noqa: E402
@@ -169,9 +169,15 @@ def prepare_data(shared_data: str, work_dir: str) -> dict[str, str]:
     squad = os.path.join(shared_data, "squad", "dev-v1.1.json")
     with open(squad, encoding="utf-8") as f:
         dataset = json.load(f)
+    # Training takes one answer per question, as the original's reader requires: the first of
+    # the dev set's (up to three) human answers.
+    article = dataset["data"][0]
+    for paragraph in article["paragraphs"]:
+        for qa in paragraph["qas"]:
+            qa["answers"] = qa["answers"][:1]
     folders["squad_train"] = os.path.join(work_dir, "data", "squad_train.json")
     write_text_atomically(folders["squad_train"],
-                          json.dumps({"version": "1.1", "data": dataset["data"][:1]}))
+                          json.dumps({"version": "1.1", "data": [article]}))
     folders["squad_predict"] = squad
     return folders
 
@@ -316,11 +322,6 @@ def plan(task_names: list[str], max_seeds: int | None, phase: str = "all"
 
 def run_key(task: str, framework: str, seed: int | str) -> str:
     return f"{task}/{framework}/{seed}"
-
-
-def machine_label(machine: dict) -> str:
-    """The kind of machine timings belong to: CPU model, cores and ISA flags."""
-    return f"{machine['cpu']}, {machine['cores']} cores, {', '.join(machine['isa']) or 'no AVX2'}"
 
 
 def runs_table(results: dict, seed: int | str) -> dict:

@@ -25,6 +25,11 @@ def machine_description() -> dict:
             "load_average_start": os.getloadavg()}
 
 
+def machine_label(machine: dict) -> str:
+    """The kind of machine a timing belongs to: CPU model, cores and ISA flags."""
+    return f"{machine['cpu']}, {machine['cores']} cores, {', '.join(machine['isa']) or 'no AVX2'}"
+
+
 def _versions() -> dict:
     versions = {}
     for package in PACKAGES:

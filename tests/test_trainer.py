@@ -1,6 +1,7 @@
 """The training loop: gradient accumulation, resumption and the step log, on a tiny classifier."""
 import json
 import resource
+import time
 
 import keras
 import numpy as np
@@ -92,6 +93,7 @@ def test_accumulation_with_variables_that_get_no_gradient(tmp_path):
 
 def test_every_step_is_logged_once_with_its_learning_rate_even_after_a_crash(tmp_path):
     straight = tmp_path / "straight"
+    started = time.time()
     _train(straight, 12)
     records = _step_log(straight)
     assert [r["step"] for r in records] == list(range(1, 13))
@@ -100,6 +102,8 @@ def test_every_step_is_logged_once_with_its_learning_rate_even_after_a_crash(tmp
                                [1e-3 * 1 / 2, 1e-3 * (1 - 2 / 12), 1e-3 * (1 - 3 / 12)],
                                rtol=1e-6)
     assert all(r["loss"] > 0 and r["examples_per_second"] > 0 for r in records)
+    times = [r["wall_time"] for r in records]  # when each step ended
+    assert started <= times[0] and times == sorted(times) and times[-1] <= time.time()
     # A run killed after step 5 whose newest checkpoint is step 3 logged steps 4 and 5, the last
     # line cut off: the rerun redoes them, logged once.
     crashed = tmp_path / "crashed"

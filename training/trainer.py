@@ -242,8 +242,9 @@ class Trainer:
 
 class StepLog:
     """`train_log.jsonl`: one JSON object per training step (step, losses and metrics,
-    learning_rate as `Trainer._learning_rate`, examples_per_second of that step), so that runs
-    compare curve against curve.
+    learning_rate as `Trainer._learning_rate`, examples_per_second of that step, and wall_time,
+    the seconds since the epoch when the step ended, as TensorBoard's), so that runs compare
+    curve against curve, by step or by time.
 
     A resumed run first drops the lines after its checkpoint's step, which it is about to redo.
     """
@@ -259,7 +260,8 @@ class StepLog:
     def write(self, step: int, logs: dict, learning_rate: float,
               examples_per_second: float) -> None:
         record = {"step": step, **logs, "learning_rate": learning_rate,
-                  "examples_per_second": round(examples_per_second, 2)}
+                  "examples_per_second": round(examples_per_second, 2),
+                  "wall_time": round(time.time(), 3)}
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
 
