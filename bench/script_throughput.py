@@ -123,13 +123,14 @@ def markdown(results: dict) -> str:
              "Examples/s of `run_pretraining.py` (real TFRecords, its whole loop, after "
              f"{WARMUP_STEPS} warm-up steps) and of the benchmark's training step (the same model, "
              "batch and step, timed call by call), alternated round by round; ratio = the "
-             "script's / the step's in each round (median, min-max). Command: "
-             "`python -m bench.script_throughput`.", ""]
+             "script's / the step's in each round (median, min-max); the commands follow each "
+             "table.", ""]
     for label, machine in sorted(results.get("machines", {}).items()):
         lines += [f"## {label}", "",
                   "| case | rounds | steps timed | script examples/s | step examples/s | ratio |",
                   "|---|---|---|---|---|---|"]
-        for key, rounds in sorted(machine["cases"].items()):
+        for key, case in sorted(machine["cases"].items()):
+            rounds = case["rounds"]
             ratios = sorted(r["script"]["examples_per_second"] / r["step"]["examples_per_second"]
                             for r in rounds)
             script = statistics.median(r["script"]["examples_per_second"] for r in rounds)
@@ -137,7 +138,8 @@ def markdown(results: dict) -> str:
             lines.append(f"| {key} | {len(rounds)} | {rounds[0]['script']['steps']} | "
                          f"{script:.2f} | {step:.2f} | {statistics.median(ratios):.3f} "
                          f"({ratios[0]:.3f}-{ratios[-1]:.3f}) |")
-        lines.append("")
+        lines += [""] + [f"- {key}: `{case['command']}`" for key, case in
+                         sorted(machine["cases"].items())] + [""]
     return "\n".join(lines)
 
 
@@ -179,7 +181,8 @@ def main() -> None:
              f"{step['examples_per_second']:.2f}, ratio "
              f"{script['examples_per_second'] / step['examples_per_second']:.3f}")
     table = results.setdefault("machines", {}).setdefault(label, {"machine": machine, "cases": {}})
-    table["cases"][case.key] = rounds
+    table["cases"][case.key] = {"command": " ".join(["python -m bench.script_throughput",
+                                                     *sys.argv[1:]]), "rounds": rounds}
     write_text_atomically(results_path, json.dumps(results, indent=1, sort_keys=True) + "\n")
     write_text_atomically(os.path.join(args.output_dir, "script_throughput.md"), markdown(results))
     _log(f"wrote {results_path}")

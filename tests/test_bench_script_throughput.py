@@ -26,11 +26,13 @@ def test_script_rate_needs_timed_steps():
 def test_table_gives_the_median_ratio_and_its_range():
     rounds = [{"script": {"examples_per_second": s, "steps": 10},
                "step": {"examples_per_second": 4.0}} for s in (3.8, 4.0, 3.9)]
-    results = {"machines": {"EPYC, 2 cores, avx2": {"cases": {"bert_base train float32": rounds}}}}
+    case = {"command": "python -m bench.script_throughput --rounds=3", "rounds": rounds}
+    results = {"machines": {"EPYC, 2 cores, avx2": {"cases": {"bert_base train float32": case}}}}
     table = markdown(results)
     assert "## EPYC, 2 cores, avx2" in table
     row = next(line for line in table.splitlines() if line.startswith("| bert_base"))
     assert row == "| bert_base train float32 | 3 | 10 | 3.90 | 4.00 | 0.975 (0.950-1.000) |"
+    assert "- bert_base train float32: `python -m bench.script_throughput --rounds=3`" in table
 
 
 def test_config_file_is_the_benchmarks_model(tmp_path):
