@@ -116,7 +116,8 @@ def _logits(model, inputs: dict[str, torch.Tensor], batch_size: int, keys=("logi
     count = len(next(iter(inputs.values())))
     outputs = {key: [] for key in keys}
     for first in range(0, count, batch_size):
-        result = model(**{k: v[first:first + batch_size] for k, v in inputs.items()})
+        with torch.inference_mode():  # as a user predicts: no autograd records
+            result = model(**{k: v[first:first + batch_size] for k, v in inputs.items()})
         for key in keys:
             outputs[key].append(result[key].float().numpy())
     return {key: np.concatenate(values) for key, values in outputs.items()}
