@@ -165,8 +165,9 @@ class Lamb(_MomentOptimizer):
 
 # Each variable's update is one XLA computation, a single pass over its memory. Written as
 # separate TensorFlow ops, an update leaves a dozen temporaries of the variable's size, which the
-# graph's executor keeps alive across variables, updating them side by side: 1.9 GB at BERT-Base
-# size, a quarter of a training step's peak memory. The arithmetic is the same, op for op.
+# graph's executor keeps alive across variables, updating them side by side: at BERT-Base size
+# the update phase raised a training step's peak memory by 2.2 GB that way, by 1.6 GB this way
+# (README, "Training memory"). The arithmetic is the same, op for op.
 
 @tf.function(jit_compile=True)
 def _adam_weight_decay_values(variable, m, v, gradient, learning_rate, beta_1: float,
