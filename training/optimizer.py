@@ -132,7 +132,7 @@ class AdamWeightDecay(_MomentOptimizer):
     def update_step(self, gradient, variable, learning_rate):
         index = self._get_variable_index(variable)
         decay = self.weight_decay_rate if self._do_use_weight_decay(index) else 0.0
-        self._assign_updates(variable, index, _adam_weight_decay_values(
+        self._assign_updates(variable, index, _per_size(_adam_weight_decay_values, variable)(
             *self._update_inputs(gradient, variable, index),
             tf.cast(learning_rate, variable.dtype), self.beta_1, self.beta_2, self.epsilon, decay))
 
@@ -157,19 +157,29 @@ class Lamb(_MomentOptimizer):
     def update_step(self, gradient, variable, learning_rate):
         index = self._get_variable_index(variable)
         decay = self.weight_decay_rate if self._do_use_weight_decay(index) else 0.0
-        self._assign_updates(variable, index, _lamb_values(
+        self._assign_updates(variable, index, _per_size(_lamb_values, variable)(
             *self._update_inputs(gradient, variable, index),
             tf.cast(learning_rate, variable.dtype), tf.cast(self.iterations + 1, variable.dtype),
             self.beta_1, self.beta_2, self.epsilon, decay, not self._excluded[index]))
 
 
-# Each variable's update is one XLA computation, a single pass over its memory. Written as
+# A large variable's update is one XLA computation, a single pass over its memory. Written as
 # separate TensorFlow ops, an update leaves a dozen temporaries of the variable's size, which the
 # graph's executor keeps alive across variables, updating them side by side: at BERT-Base size
 # the update phase raised a training step's peak memory by 2.2 GB that way, by 1.6 GB this way
-# (README, "Training memory"). The arithmetic is the same, op for op.
+# (README, "Training memory"). The arithmetic is the same, op for op. Small variables (biases,
+# LayerNorm) take the plain ops: their temporaries do not matter, and compiling each of their
+# shapes would cost more than it saves.
+_XLA_UPDATE_MIN_ELEMENTS = 1 << 16
 
-@tf.function(jit_compile=True)
+
+def _per_size(values_fn, variable):
+    """`values_fn` compiled by XLA for a variable of at least `_XLA_UPDATE_MIN_ELEMENTS`."""
+    if variable.shape.num_elements() >= _XLA_UPDATE_MIN_ELEMENTS:
+        return _XLA_COMPILED[values_fn]
+    return values_fn
+
+
 def _adam_weight_decay_values(variable, m, v, gradient, learning_rate, beta_1: float,
                               beta_2: float, epsilon: float, weight_decay_rate: float):
     """AdamWeightDecay's new (variable, m, v)."""
@@ -181,7 +191,6 @@ def _adam_weight_decay_values(variable, m, v, gradient, learning_rate, beta_1: f
     return variable - learning_rate * update, next_m, next_v
 
 
-@tf.function(jit_compile=True)
 def _lamb_values(variable, m, v, gradient, learning_rate, local_step, beta_1: float,
                  beta_2: float, epsilon: float, weight_decay_rate: float, trust_ratio: bool):
     """LAMB's new (variable, m, v); `local_step` is the update's 1-based count."""
@@ -200,6 +209,9 @@ def _lamb_values(variable, m, v, gradient, learning_rate, local_step, beta_1: fl
         ratio = tf.where(both_positive, w_norm / update_norm, 1.0)
     return variable - learning_rate * ratio * update, next_m, next_v
 
+
+_XLA_COMPILED = {fn: tf.function(fn, jit_compile=True)
+                 for fn in (_adam_weight_decay_values, _lamb_values)}
 
 _OPTIMIZER_CLASSES = {"adamw": AdamWeightDecay, "lamb": Lamb}
 OPTIMIZER_TYPES = tuple(_OPTIMIZER_CLASSES)
