@@ -11,7 +11,7 @@ import tensorflow as tf
 from modeling import losses
 from modeling.config import BertConfig
 from modeling.task_models import BertClassifier, BertSpanLabeler
-from training import fine_tuning
+from training import fine_tuning, trainer
 from training.checkpointing import CheckpointWriteError
 from training.optimizer import create_optimizer
 from training.trainer import STEP_LOG_FILE, TrainingConfig
@@ -132,3 +132,19 @@ def test_a_checkpoint_that_cannot_be_written_is_named_and_the_previous_one_stays
     assert not list(tmp_path.glob("ckpt-6*"))
     assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-3")
     tf.train.load_checkpoint(str(tmp_path / "ckpt-3")).get_variable_to_shape_map()
+
+
+def test_the_training_step_is_traced_once(tmp_path, monkeypatch):
+    """The optimizer's slots exist before the step's first trace: a tf.function that creates
+    variables is traced a second time, which doubled the first step's cost."""
+    steps = []
+    make_step = trainer.Trainer.make_step
+
+    def recording_make_step(self):
+        steps.append(make_step(self))
+        return steps[-1]
+
+    monkeypatch.setattr(trainer.Trainer, "make_step", recording_make_step)
+    _train(tmp_path, 3)
+    assert len(steps) == 1
+    assert steps[0].experimental_get_tracing_count() == 1
