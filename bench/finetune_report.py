@@ -90,8 +90,8 @@ def _speed_lines(label: str, timing: dict, tasks: dict) -> list[str]:
              "examples/s HF | speed ratio |", "|---|---|---|---|---|---|---|"]
     runs = timing["runs"]
     for task in tasks.values():
-        ratio = speed_ratio(runs, task.name)
-        if task.name == "squad_predict" or ratio is None:
+        ratio = None if task.name == "squad_predict" else speed_ratio(runs, task.name)
+        if ratio is None:
             continue
         ours, theirs = (runs[f"{task.name}/{fw}/timing"] for fw in FRAMEWORKS)
         lines.append(f"| {_NAMES[task.name]} | {task.max_seq_length} | "

@@ -105,6 +105,23 @@ def test_markdown_shows_each_task_with_both_frameworks_and_a_speed_table_per_mac
     assert rows[1].split(" | ")[1:] == ["32", "20", "25", "5.0", "4.0", "1.25x |"]
 
 
+def test_markdown_shows_the_squad_prediction_beside_the_epoch_timings():
+    results = _results([0.4], [0.4], 20.0, 25.0)
+    squad = {"questions": 100, "features_seconds": 1.0, "answers_seconds": 2.0,
+             "exact_match": 50.0, "f1": 60.0}
+    timing = results["timing"]["EPYC, 2 cores, avx2"]["runs"]
+    timing[run_key("squad_predict", "this_project", TIMING)] = {
+        **squad, "questions_per_second": 5.0, "predict_seconds": 20.0, "model_seconds": 17.0}
+    timing[run_key("squad_predict", "transformers", TIMING)] = {
+        **squad, "questions_per_second": 4.0, "predict_seconds": 25.0, "model_seconds": 22.0,
+        "same_answer_share": 0.99}
+    text = finetune_report.markdown(results, {"cola": _COLA, "squad_predict": TASKS["squad_predict"]})
+    assert "| this project | 5.0 | 20 | 1.0 | 17.0 | 2.0 | 50.0 | 60.0 |" in text
+    assert "| transformers | 4.0 | 25 |" in text
+    assert "Same answer in 99.0% of the questions" in text
+    assert "(this project's questions/s / transformers'): 1.25x" in text
+
+
 def test_the_transformers_run_labels_the_words_this_project_labels(uncased_vocab,
                                                                    shared_data_dir, tmp_path):
     """Both frameworks train on the first piece of every word of the same CoNLL sentences."""
