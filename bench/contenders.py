@@ -75,7 +75,7 @@ class ThisProject:
         forward = tf.function(lambda x: encoder(x, training=False)["sequence_output"],
                               jit_compile=prefers_xla(encoder.compute_dtype,
                                                       case.batch_size * case.seq_length,
-                                                      case.model.hidden_size))
+                                                      case.model.hidden_size, forward_only=True))
         # Reading one value back waits for the call to end on an accelerator too.
         return lambda: forward(inputs)[0, 0, 0].numpy()
 

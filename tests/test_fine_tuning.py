@@ -1,10 +1,14 @@
 """Tests of training/fine_tuning.py's batched prediction: outputs in order, traced once per model."""
+import dataclasses
+
 import keras
 import numpy as np
+import pytest
+import tensorflow as tf
 
 from modeling.config import BertConfig
 from modeling.task_models import BertClassifier
-from training import fine_tuning
+from training import fine_tuning, xla_choice
 
 _CONFIG = BertConfig(vocab_size=20, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                      intermediate_size=32, max_position_embeddings=16)
@@ -33,6 +37,22 @@ def test_repeated_predictions_reuse_the_model_traces():
     for seed, num_examples in enumerate((11, 9, 13, 11)):
         fine_tuning.predict(model, _arrays(num_examples, seed), batch_size=4)
     # A full batch, then the batch dimension relaxed for the smaller last batches.
-    assert fine_tuning._inference_function(model).experimental_get_tracing_count() <= 2
+    (function,) = fine_tuning._inference_functions[model].values()
+    assert function.experimental_get_tracing_count() <= 2
     other = BertClassifier(_CONFIG, 3)
-    assert fine_tuning._inference_function(other) is not fine_tuning._inference_function(model)
+    assert fine_tuning._inference_function(other, False) is not \
+        fine_tuning._inference_function(model, False)
+
+
+@pytest.mark.parametrize("avx512", [False, True])
+def test_prediction_compiles_with_xla_where_the_rule_prefers_it(monkeypatch, avx512):
+    """A BERT-Base-sized call: XLA on a CPU without AVX-512, a graph on one with it."""
+    monkeypatch.setattr(tf.config, "list_logical_devices", lambda device_type=None: [])
+    monkeypatch.setattr(xla_choice, "_cpu_has_avx512", lambda: avx512)
+    keras.utils.set_random_seed(0)
+    model = BertClassifier(dataclasses.replace(_CONFIG, hidden_size=768, num_attention_heads=2,
+                                               intermediate_size=32), 3)
+    arrays = _arrays(40, seed=1)
+    logits = fine_tuning.predict(model, arrays, batch_size=32)["logits"]
+    assert list(fine_tuning._inference_functions[model]) == [not avx512]
+    np.testing.assert_allclose(logits, model(arrays, training=False)["logits"], atol=1e-5)

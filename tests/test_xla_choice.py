@@ -20,6 +20,17 @@ def test_float32_uses_xla_only_for_small_calls():
     assert not xla_choice.prefers_xla("float16", 1, 128)
 
 
+@pytest.mark.parametrize("avx512", [False, True])
+def test_float32_forward_passes_use_xla_on_cpus_without_avx512(monkeypatch, avx512):
+    monkeypatch.setattr(xla_choice, "_cpu_has_avx512", lambda: avx512)
+    assert xla_choice.prefers_xla("float32", 64 * 384, 384, forward_only=True) is not avx512
+    assert xla_choice.prefers_xla("float32", 1 * 128, 256, forward_only=True)  # small: always
+    # Training steps keep the size rule on every CPU.
+    assert not xla_choice.prefers_xla("float32", 32 * 128, 768)
+    assert not xla_choice.prefers_xla("float32")
+    assert not xla_choice.prefers_xla("float16", 64 * 384, 384, forward_only=True)
+
+
 @pytest.mark.parametrize("amx", [False, True])
 def test_bfloat16_uses_xla_unless_the_cpu_has_amx(monkeypatch, amx):
     monkeypatch.setattr(xla_choice, "_cpu_has_amx", lambda: amx)

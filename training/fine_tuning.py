@@ -26,6 +26,7 @@ from modeling.checkpoints.heads import model_spec
 from modeling.checkpoints.tf1 import save_tf1_checkpoint
 from training.checkpointing import resumes
 from training.trainer import LossFn, Trainer, TrainingConfig
+from training.xla_choice import prefers_xla
 from utils.output_files import write_text_atomically
 
 
@@ -150,7 +151,11 @@ def predict(model: keras.Model, arrays: dict[str, np.ndarray], batch_size: int,
             output_fn: Callable[[dict], dict] | None = None) -> dict[str, np.ndarray]:
     """Runs the model (training=False) over all examples in order; returns stacked outputs."""
     inputs = {k: arrays[k] for k in input_keys}
-    run = _inference_function(model)
+    config = getattr(model, "config", None)  # BERT's task models; others run as a graph
+    jit_compile = config is not None and prefers_xla(
+        model.compute_dtype, batch_size * int(np.prod(inputs[input_keys[0]].shape[1:])),
+        config.hidden_size, forward_only=True)
+    run = _inference_function(model, jit_compile)
     collected: dict[str, list[np.ndarray]] = {}
     for batch in array_dataset(inputs, batch_size):
         outputs = run(batch)
@@ -161,22 +166,25 @@ def predict(model: keras.Model, arrays: dict[str, np.ndarray], batch_size: int,
     return {key: np.concatenate(values) for key, values in collected.items()}
 
 
-# One compiled inference function per model, so that repeated evaluations reuse its traces.
+# One compiled inference function per model (and XLA choice), so that repeated evaluations reuse
+# its traces.
 _inference_functions: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _inference_function(model: keras.Model) -> Callable[[dict], dict]:
+def _inference_function(model: keras.Model, jit_compile: bool) -> Callable[[dict], dict]:
     """`model(batch, training=False)` as a tf.function traced once per input signature.
 
-    The batch dimension is left unknown, so that the last, smaller batch reuses the trace.
+    The batch dimension is left unknown, so that the last, smaller batch reuses the trace (XLA
+    compiles it once more for its shape).
     """
-    if model not in _inference_functions:
+    functions = _inference_functions.setdefault(model, {})
+    if jit_compile not in functions:
         model_ref = weakref.ref(model)  # the function must not keep the model alive
 
         def run(batch):
             return model_ref()(batch, training=False)
-        _inference_functions[model] = tf.function(run, reduce_retracing=True)
-    return _inference_functions[model]
+        functions[jit_compile] = tf.function(run, reduce_retracing=True, jit_compile=jit_compile)
+    return functions[jit_compile]
 
 
 def save_fine_tuned(model: keras.Model, output_dir: str, global_step: int) -> str:

@@ -13,6 +13,12 @@ Measured on a 2-core AVX-512 CPU without AMX (bench/RESULTS.md):
     for L-2/H-128 at 32 x 128; against 0.98x for BERT-Base at 1 x 128 and 0.95x for L-4/H-512 at
     32 x 128. The work of a layer's matmuls, tokens x hidden_size^2, separates the two: XLA up to
     2^26 (8 x 128 tokens at H-256), not above.
+Measured on a 2-core AVX2 CPU without AVX-512 (README, fine-tuning benchmark):
+  * float32 forward passes (prediction): XLA is faster at every size measured, 1.02x for
+    BERT-Base at 32 x 128, 1.12x for MiniLM (L-6/H-384) at 64 x 88, 1.15x for BERT-Base at
+    8 x 384 and 1.51x for MiniLM at 64 x 384 (SQuAD's prediction batches), where attention's
+    [B, N, T, T] products and softmax, which XLA fuses, weigh most.
+  * float32 training: XLA is slower (MiniLM at 32 x 88: 3.47 against 2.67 s a step).
 On GPUs and TPUs XLA is the usual choice (not measured here).
 """
 import functools
@@ -24,16 +30,27 @@ SMALL_FLOAT32_WORK = 2 ** 26
 
 
 @functools.cache
-def _cpu_has_amx() -> bool:
+def _cpu_flags() -> frozenset[str]:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
-            return any(line.startswith("flags") and " amx_bf16" in line for line in f)
+            for line in f:
+                if line.startswith("flags"):
+                    return frozenset(line.split(":", 1)[1].split())
     except OSError:
-        return False
+        pass
+    return frozenset()
+
+
+def _cpu_has_amx() -> bool:
+    return "amx_bf16" in _cpu_flags()
+
+
+def _cpu_has_avx512() -> bool:
+    return "avx512f" in _cpu_flags()
 
 
 def prefers_xla(compute_dtype: str, tokens_per_call: int | None = None,
-                hidden_size: int | None = None) -> bool:
+                hidden_size: int | None = None, forward_only: bool = False) -> bool:
     """True where `jit_compile=True` makes BERT faster for `compute_dtype` on this machine.
 
     Args:
@@ -42,11 +59,16 @@ def prefers_xla(compute_dtype: str, tokens_per_call: int | None = None,
         tokens_per_call: batch size x sequence length of each call, where the caller knows it.
         hidden_size: the model's hidden size, with `tokens_per_call`. Without the two, float32 on
             CPU is taken to be large (no XLA).
+        forward_only: the call is a forward pass (prediction), not a training step.
     """
     if tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"):
         return True
     if compute_dtype == "bfloat16":
         return not _cpu_has_amx()
-    if compute_dtype == "float32" and tokens_per_call and hidden_size:
+    if compute_dtype != "float32":
+        return False
+    if forward_only and not _cpu_has_avx512():
+        return True
+    if tokens_per_call and hidden_size:
         return tokens_per_call * hidden_size ** 2 <= SMALL_FLOAT32_WORK
     return False
