@@ -245,11 +245,17 @@ def test_bad_arguments_name_the_value_and_the_choices():
         AdamWeightDecay(clip_norm=0)
 
 
-def mirrored_trajectory_check(fixtures_dir: str) -> None:
-    """Two replicas each given half of every gradient reproduce the one-device trajectory.
+def mirrored_trajectory_check(fixtures_dir: str, xla_update_min_elements: int) -> None:
+    """Two replicas each given half of every gradient reproduce the one-device trajectory, and
+    each replica's copies of the variables and slots stay equal.
 
     Runs in a fresh process: the two logical CPUs must be declared before TF initialises.
     """
+    optimizer_module._XLA_UPDATE_MIN_ELEMENTS = xla_update_min_elements
+    in_place_updates = []  # one per replica and variable, where the in-place path is taken
+    for values_fn, update in list(optimizer_module._XLA_IN_PLACE.items()):
+        optimizer_module._XLA_IN_PLACE[values_fn] = \
+            lambda *args, update=update: (in_place_updates.append(args[0].device), update(*args))
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
@@ -270,15 +276,21 @@ def mirrored_trajectory_check(fixtures_dir: str) -> None:
             halves = golden_grads(arrays, names, step, scale=scale / 2)
             train_step(strategy.experimental_distribute_values_from_function(lambda _: halves))
             assert_matches_step(arrays, names, step, variables, inner.moment_slots())
-        for variable in variables:
+        slots = [slot for pair in inner.moment_slots().values() for slot in pair]
+        for variable in variables + slots:
             replicas = strategy.experimental_local_results(variable.value)
             np.testing.assert_array_equal(replicas[0].numpy(), replicas[1].numpy())
+    if xla_update_min_elements == 0:
+        assert len(set(in_place_updates)) == 2, in_place_updates
 
 
-def test_mirrored_strategy_two_replicas_match_one_device(fixtures_dir):
+@pytest.mark.parametrize("xla_update_min_elements", [1 << 62, 0], ids=["plain_ops", "xla_update"])
+def test_mirrored_strategy_two_replicas_match_one_device(fixtures_dir, xla_update_min_elements):
     code = ("import sys; sys.path[:0] = [sys.argv[1], sys.argv[1] + '/tests']; "
-            "import test_optimizer; test_optimizer.mirrored_trajectory_check(sys.argv[2])")
+            "import test_optimizer; "
+            "test_optimizer.mirrored_trajectory_check(sys.argv[2], int(sys.argv[3]))")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    result = subprocess.run([sys.executable, "-c", code, str(REPO_ROOT), str(fixtures_dir)],
+    result = subprocess.run([sys.executable, "-c", code, str(REPO_ROOT), str(fixtures_dir),
+                             str(xla_update_min_elements)],
                             cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]

@@ -83,16 +83,18 @@ class _MomentOptimizer(keras.optimizers.Optimizer):
         keras_internals.merge_call(self._distributed_tf_update_step, self._distribution_strategy,
                                    list(zip(grads, variables)), learning_rate)
 
-    def _update_inputs(self, gradient, variable, index: int) -> tuple[tf.Tensor, ...]:
-        """The tensors an update reads: the variable, its two slots and the dense gradient."""
+    def _update(self, values_fn, variable, index: int, gradient, *args) -> None:
+        """Sets (variable, m, v) to `values_fn(variable, m, v, gradient, *args)`."""
         m, v = self._adam_m[index], self._adam_v[index]
         # Sparse (embedding) gradients update every row, as in the original's dense arithmetic.
         gradient = tf.cast(tf.convert_to_tensor(gradient), variable.dtype)
-        return (tf.convert_to_tensor(variable), tf.convert_to_tensor(m), tf.convert_to_tensor(v),
-                gradient)
-
-    def _assign_updates(self, variable, index: int, values: tuple[tf.Tensor, ...]) -> None:
-        for target, value in zip((variable, self._adam_m[index], self._adam_v[index]), values):
+        if variable.shape.num_elements() >= _XLA_UPDATE_MIN_ELEMENTS:
+            slots = _on_device_of(variable, m, v)
+            if slots is not None:
+                _XLA_IN_PLACE[values_fn](variable, *slots, gradient, *args)
+                return
+        values = values_fn(*(tf.convert_to_tensor(t) for t in (variable, m, v)), gradient, *args)
+        for target, value in zip((variable, m, v), values):
             self.assign(target, value)
 
     def get_config(self) -> dict[str, Any]:
@@ -132,9 +134,9 @@ class AdamWeightDecay(_MomentOptimizer):
     def update_step(self, gradient, variable, learning_rate):
         index = self._get_variable_index(variable)
         decay = self.weight_decay_rate if self._do_use_weight_decay(index) else 0.0
-        self._assign_updates(variable, index, _per_size(_adam_weight_decay_values, variable)(
-            *self._update_inputs(gradient, variable, index),
-            tf.cast(learning_rate, variable.dtype), self.beta_1, self.beta_2, self.epsilon, decay))
+        self._update(_adam_weight_decay_values, variable, index, gradient,
+                     tf.cast(learning_rate, variable.dtype), self.beta_1, self.beta_2,
+                     self.epsilon, decay)
 
 
 @keras.saving.register_keras_serializable(package="bert")
@@ -157,27 +159,21 @@ class Lamb(_MomentOptimizer):
     def update_step(self, gradient, variable, learning_rate):
         index = self._get_variable_index(variable)
         decay = self.weight_decay_rate if self._do_use_weight_decay(index) else 0.0
-        self._assign_updates(variable, index, _per_size(_lamb_values, variable)(
-            *self._update_inputs(gradient, variable, index),
-            tf.cast(learning_rate, variable.dtype), tf.cast(self.iterations + 1, variable.dtype),
-            self.beta_1, self.beta_2, self.epsilon, decay, not self._excluded[index]))
+        self._update(_lamb_values, variable, index, gradient,
+                     tf.cast(learning_rate, variable.dtype),
+                     tf.cast(self.iterations + 1, variable.dtype), self.beta_1, self.beta_2,
+                     self.epsilon, decay, not self._excluded[index])
 
 
-# A large variable's update is one XLA computation, a single pass over its memory. Written as
+# A large variable's update is one XLA computation that overwrites the variable and its two slots
+# in place (XLA aliases each with its new value), a single pass over their memory. Written as
 # separate TensorFlow ops, an update leaves a dozen temporaries of the variable's size, which the
 # graph's executor keeps alive across variables, updating them side by side: at BERT-Base size
-# the update phase raised a training step's peak memory by 2.2 GB that way, by 1.6 GB this way
-# (README, "Training memory"). The arithmetic is the same, op for op. Small variables (biases,
-# LayerNorm) take the plain ops: their temporaries do not matter, and compiling each of their
-# shapes would cost more than it saves.
+# the update phase raised a training step's peak memory by 2.2 GB that way (README, "Training
+# memory"). The arithmetic is the same, op for op. Small variables (biases, LayerNorm) take the
+# plain ops: their temporaries do not matter, and compiling each of their shapes would cost more
+# than it saves.
 _XLA_UPDATE_MIN_ELEMENTS = 1 << 16
-
-
-def _per_size(values_fn, variable):
-    """`values_fn` compiled by XLA for a variable of at least `_XLA_UPDATE_MIN_ELEMENTS`."""
-    if variable.shape.num_elements() >= _XLA_UPDATE_MIN_ELEMENTS:
-        return _XLA_COMPILED[values_fn]
-    return values_fn
 
 
 def _adam_weight_decay_values(variable, m, v, gradient, learning_rate, beta_1: float,
@@ -210,8 +206,27 @@ def _lamb_values(variable, m, v, gradient, learning_rate, local_step, beta_1: fl
     return variable - learning_rate * ratio * update, next_m, next_v
 
 
-_XLA_COMPILED = {fn: tf.function(fn, jit_compile=True)
-                 for fn in (_adam_weight_decay_values, _lamb_values)}
+def _in_place(values_fn):
+    """`values_fn` as one XLA computation that assigns its (variable, m, v) to the three."""
+    def update(variable, m, v, *args):
+        for target, value in zip((variable, m, v), values_fn(variable, m, v, *args)):
+            target.assign(value)
+    return tf.function(update, jit_compile=True)
+
+
+_XLA_IN_PLACE = {fn: _in_place(fn) for fn in (_adam_weight_decay_values, _lamb_values)}
+
+
+def _on_device_of(variable: tf.Variable, *slots: keras.Variable) -> list[tf.Variable] | None:
+    """Each slot's tf.Variable on `variable`'s device (under a strategy's update, `variable` is
+    one replica's copy and a slot holds one per replica); None where there is none (a TPU's
+    replicated update passes the distributed variable itself)."""
+    found = []
+    for slot in slots:
+        copies = tf.distribute.get_strategy().experimental_local_results(slot.value)
+        found += [copy for copy in copies if copy.device == variable.device][:1]
+    return found if len(found) == len(slots) else None
+
 
 _OPTIMIZER_CLASSES = {"adamw": AdamWeightDecay, "lamb": Lamb}
 OPTIMIZER_TYPES = tuple(_OPTIMIZER_CLASSES)
