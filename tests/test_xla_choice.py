@@ -32,7 +32,10 @@ def test_float32_forward_passes_use_xla_on_cpus_without_avx512(monkeypatch, avx5
 
 
 @pytest.mark.parametrize("amx", [False, True])
-def test_bfloat16_uses_xla_unless_the_cpu_has_amx(monkeypatch, amx):
+def test_bfloat16_forward_passes_use_xla_unless_the_cpu_has_amx(monkeypatch, amx):
     monkeypatch.setattr(xla_choice, "_cpu_has_amx", lambda: amx)
-    assert xla_choice.prefers_xla("bfloat16") is not amx
-    assert xla_choice.prefers_xla("bfloat16", 32 * 128, 768) is not amx
+    assert xla_choice.prefers_xla("bfloat16", forward_only=True) is not amx
+    assert xla_choice.prefers_xla("bfloat16", 32 * 128, 768, forward_only=True) is not amx
+    # Training steps keep their activations in bfloat16 without XLA: never on CPU.
+    assert not xla_choice.prefers_xla("bfloat16")
+    assert not xla_choice.prefers_xla("bfloat16", 1 * 128, 256)

@@ -1,10 +1,15 @@
 """Whether to compile BERT with XLA (`jit_compile`), by compute dtype, device and call size.
 
 Measured on a 2-core AVX-512 CPU without AMX (bench/RESULTS.md):
-  * bfloat16: XLA is faster (1.4x on a BERT-Base forward pass): without AMX, oneDNN's bfloat16
+  * bfloat16 forward passes: XLA is faster (1.4x on BERT-Base): without AMX, oneDNN's bfloat16
     matmul (AVX512-BF16) runs at about 0.6x its float32 speed, and XLA computes bfloat16 dots in
     float32. A CPU with AMX turns this around: oneDNN's AMX kernels are several times faster than
     float32, and XLA would leave them out.
+  * bfloat16 training steps: no XLA. XLA's float32 dots take float32 copies of their bfloat16
+    operands, and the forward pass's copies are the ones the backward pass's dots reuse: the
+    step keeps its activations in float32 beside their bfloat16 originals, and a BERT-Base step
+    at 32 x 128 peaks at 10.3 GB against 5.1 GB without XLA (transformers: 5.5 GB), for at most
+    1.17x its speed.
   * float32, large calls: the graph without XLA is 2-6% faster, because TensorFlow's oneDNN path
     fuses each dense layer's matmul, bias and GELU and XLA's CPU backend does not use those kernels.
   * float32, small calls: XLA is faster, because the fixed cost of each of the graph's ~40
@@ -64,7 +69,7 @@ def prefers_xla(compute_dtype: str, tokens_per_call: int | None = None,
     if tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"):
         return True
     if compute_dtype == "bfloat16":
-        return not _cpu_has_amx()
+        return forward_only and not _cpu_has_amx()
     if compute_dtype != "float32":
         return False
     if forward_only and not _cpu_has_avx512():
