@@ -8,8 +8,8 @@ Measured on a 2-core AVX-512 CPU without AMX (bench/RESULTS.md):
   * bfloat16 training steps: no XLA. XLA's float32 dots take float32 copies of their bfloat16
     operands, and the forward pass's copies are the ones the backward pass's dots reuse: the
     step keeps its activations in float32 beside their bfloat16 originals, and a BERT-Base step
-    at 32 x 128 peaks at 10.3 GB against 5.1 GB without XLA (transformers: 5.5 GB), for at most
-    1.17x its speed.
+    at 32 x 128 peaks at 10.3 GB against 5.1 GB without XLA (transformers: 5.5 GB), for 1.17x
+    its speed (both slower than float32 on such a CPU).
   * float32, large calls: the graph without XLA is 2-6% faster, because TensorFlow's oneDNN path
     fuses each dense layer's matmul, bias and GELU and XLA's CPU backend does not use those kernels.
   * float32, small calls: XLA is faster, because the fixed cost of each of the graph's ~40
