@@ -219,8 +219,8 @@ _XLA_IN_PLACE = {fn: _in_place(fn) for fn in (_adam_weight_decay_values, _lamb_v
 
 def _on_device_of(variable: tf.Variable, *slots: keras.Variable) -> list[tf.Variable] | None:
     """Each slot's tf.Variable on `variable`'s device (under a strategy's update, `variable` is
-    one replica's copy and a slot holds one per replica); None where there is none (a TPU's
-    replicated update passes the distributed variable itself)."""
+    one replica's copy and a slot holds one per replica); None where a slot has none there (a
+    strategy that updates distributed variables whole), and the update takes the plain ops."""
     found = []
     for slot in slots:
         copies = tf.distribute.get_strategy().experimental_local_results(slot.value)
