@@ -282,6 +282,14 @@ def mirrored_trajectory_check(fixtures_dir: str, xla_update_min_elements: int) -
             np.testing.assert_array_equal(replicas[0].numpy(), replicas[1].numpy())
     if xla_update_min_elements == 0:
         assert len(set(in_place_updates)) == 2, in_place_updates
+    # A slot without a copy on the variable's device: no in-place update (the plain ops instead).
+    with tf.device("/cpu:1"):
+        elsewhere = tf.Variable(0.0)
+    with tf.device("/cpu:0"):
+        slot = keras.Variable(0.0)
+    assert optimizer_module._on_device_of(elsewhere, slot) is None
+    (found,) = optimizer_module._on_device_of(slot.value, slot)
+    assert found is slot.value
 
 
 @pytest.mark.parametrize("xla_update_min_elements", [1 << 62, 0], ids=["plain_ops", "xla_update"])
