@@ -26,8 +26,8 @@ def define_training_flags():
     flags.DEFINE_enum("dtype", "float32", ["float32", "mixed_bfloat16", "mixed_float16"],
                       "Compute precision; mixed_float16 uses dynamic loss scaling.")
     flags.DEFINE_bool("use_xla", None, "Compile the training step's forward and backward pass "
-                      "with XLA; --nouse_xla never. Default: where it is faster "
-                      "(training/xla_choice.py: GPUs and TPUs; bfloat16 on CPUs without AMX).")
+                      "with XLA; --nouse_xla never. Default: on GPUs and TPUs, off on "
+                      "CPUs (training/xla_choice.py).")
     flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"],
                       "adamw: the original AdamWeightDecay; lamb: layer-wise adaptive, large batches.")
     flags.DEFINE_integer("gradient_accumulation_steps", 1,
