@@ -11,10 +11,56 @@ import tensorflow as tf
 from training.distribution import get_strategy
 from training.optimizer import create_optimizer
 from training.precision import needs_loss_scaling, set_dtype_policy
-from training.fine_tuning import warmup_steps
+from training.fine_tuning import FineTuningRun, warmup_steps
 from training.trainer import TrainingConfig
 
 FLAGS = flags.FLAGS
+
+
+def define_model_flags(init_checkpoint_help: str, max_seq_length: int = 128,
+                       max_seq_length_help: str = "Longest sequence after WordPiece "
+                       "tokenization; longer ones are truncated, shorter ones padded.",
+                       do_lower_case: bool = True,
+                       do_lower_case_help: str = "Lower-case the input (uncased models).",
+                       output_dir_help: str = "Where checkpoints, results and predictions go."):
+    """The flags naming the model and the run's folder, as the original scripts spell them."""
+    flags.DEFINE_string("bert_config_file", None, "The bert_config.json of the pretrained model.")
+    flags.DEFINE_string("vocab_file", None, "The vocab.txt the model was trained with.")
+    flags.DEFINE_string("output_dir", None, output_dir_help)
+    flags.DEFINE_string("init_checkpoint", None, init_checkpoint_help)
+    flags.DEFINE_bool("do_lower_case", do_lower_case, do_lower_case_help)
+    flags.DEFINE_integer("max_seq_length", max_seq_length, max_seq_length_help)
+
+
+def define_fine_tuning_flags(actions: dict[str, str], train_batch_size: int = 32,
+                             learning_rate: float | None = 5e-5,
+                             learning_rate_help: str = "Peak learning rate of Adam."):
+    """The original's `--do_*` flags (`actions`: {"train": help, "eval": help, ...}), a batch size
+    for each, the training schedule's flags and the training flags of `define_training_flags`."""
+    for action, help_text in actions.items():
+        flags.DEFINE_bool(f"do_{action}", False, help_text)
+    batch_sizes = {"train": (train_batch_size, "Global batch size for training."),
+                   "eval": (8, "Batch size for evaluation."),
+                   "predict": (8, "Batch size for prediction.")}
+    for action in actions:
+        default, help_text = batch_sizes[action]
+        flags.DEFINE_integer(f"{action}_batch_size", default, help_text)
+    flags.DEFINE_float("learning_rate", learning_rate, learning_rate_help)
+    flags.DEFINE_float("num_train_epochs", 3.0, "Epochs of training (may be fractional).")
+    flags.DEFINE_float("warmup_proportion", 0.1,
+                       "Share of the training steps with a linear warm-up.")
+    flags.DEFINE_integer("save_checkpoints_steps", 1000, "Steps between training checkpoints.")
+    define_training_flags()
+
+
+def check_fine_tuning_flags(config) -> None:
+    """At least one `--do_*`, a --max_seq_length the model takes, positive batch sizes."""
+    actions = [name for name in ("do_train", "do_eval", "do_predict") if name in FLAGS]
+    check_one_action(*actions)
+    check_max_seq_length(config)
+    for name in (f"{action[3:]}_batch_size" for action in actions):
+        if FLAGS[name].value < 1:
+            raise ValueError(f"--{name}={FLAGS[name].value} must be positive")
 
 
 def define_training_flags():
@@ -100,6 +146,31 @@ def fine_tuning_optimizer(num_train_steps: int,
     return create_optimizer_from_flags(
         learning_rate or FLAGS.learning_rate, num_train_steps,
         warmup_steps(num_train_steps, FLAGS.warmup_proportion))
+
+
+def fine_tuning_run(strategy: tf.distribute.Strategy, learning_rate: float | None = None,
+                    init_checkpoint: str | None = None, optimizer_fn=None,
+                    default_log_steps: int | None = None) -> FineTuningRun:
+    """The fine-tuning path's settings from the flags (`training.fine_tuning.FineTuningRun`).
+
+    Args:
+        strategy: from `setup_from_flags`.
+        learning_rate: overrides --learning_rate (a task's own default).
+        init_checkpoint: overrides --init_checkpoint (e.g. "" for a model with nothing
+            pretrained to load or restore from).
+        optimizer_fn: the optimizer for a run of N steps (default: `fine_tuning_optimizer`).
+        default_log_steps: see `training_config_from_flags`.
+    """
+    if FLAGS.do_train:
+        check_batch_size("train_batch_size", FLAGS.train_batch_size, strategy)
+    return FineTuningRun(
+        strategy=strategy, output_dir=FLAGS.output_dir,
+        init_checkpoint=FLAGS.init_checkpoint if init_checkpoint is None else init_checkpoint,
+        batch_size=FLAGS.train_batch_size, seed=FLAGS.seed,
+        optimizer_fn=optimizer_fn or (lambda steps: fine_tuning_optimizer(steps, learning_rate)),
+        config_fn=lambda steps: training_config_from_flags(steps, default_log_steps),
+        num_train_epochs=FLAGS["num_train_epochs"].value if "num_train_epochs" in FLAGS else 1.0,
+        is_chief=is_chief(strategy))
 
 
 def is_chief(strategy: tf.distribute.Strategy) -> bool:

@@ -13,7 +13,7 @@ import common_flags
 from data import tokenization
 from data.feature_extraction import (convert_example, features_to_arrays, format_output_line,
                                      parse_layer_indexes, read_examples)
-from modeling.checkpoints.formats import load_checkpoint
+from modeling import checkpoints
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from utils.output_files import AtomicFile
@@ -45,7 +45,7 @@ def main(_):
     layer_indexes = parse_layer_indexes(FLAGS.layers, config.num_hidden_layers)
     tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
     encoder = BertEncoder(config)
-    load_checkpoint(encoder, FLAGS.init_checkpoint)
+    checkpoints.load_checkpoint(encoder, FLAGS.init_checkpoint)
     run = tf.function(lambda inputs: encoder(inputs, training=False)["encoder_outputs"])
 
     with open(FLAGS.input_file, "rb") as f:

@@ -31,39 +31,30 @@ import tensorflow as tf
 import common_flags
 from data import tokenization
 from data.feature_extraction import parse_layer_indexes
-from data.ner import conll, features as ner_features, metrics
+from data.ner import conll, feature_cache, features as ner_features, metrics
 from modeling import losses
 from modeling.bilstm_tagger import BiLstmTagger
-from modeling.checkpoints.formats import load_checkpoint
-from modeling.checkpoints.tf1 import save_tf1_checkpoint
+from modeling import checkpoints
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
-from modeling.task_models import BertTokenClassifier
-from training import feature_cache, fine_tuning
+from modeling.task_models import ENCODER_INPUTS, BertTokenClassifier
+from training import fine_tuning, prediction
+from training.batching import ArrayExamples, HostExamples
 from utils.output_files import write_eval_results, write_text_atomically
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("data_dir", None, "Folder of the CoNLL files: train.txt, valid.txt, test.txt.")
-flags.DEFINE_string("bert_config_file", None, "The bert_config.json of the pretrained model.")
-flags.DEFINE_string("vocab_file", None, "The vocab.txt of the pretrained model.")
-flags.DEFINE_string("output_dir", None, "Where checkpoints, results and predictions go.")
-flags.DEFINE_string("init_checkpoint", None, "Pretrained checkpoint: the encoder to fine-tune or, "
-                    "with --feature_based, to extract features from. Without --do_train and "
-                    "--feature_based, a fine-tuned tagger (default: the newest in --output_dir).")
-flags.DEFINE_bool("do_lower_case", False, "Lower-case the input (uncased models; NER usually "
-                  "uses cased ones).")
-flags.DEFINE_integer("max_seq_length", 128, "Tokens per sequence; longer sentences are cut.")
-flags.DEFINE_bool("do_train", False, "Train on the train file.")
-flags.DEFINE_bool("do_eval", False, "Score the dev file (valid.txt).")
-flags.DEFINE_bool("do_predict", False, "Tag and score the test file (test.txt).")
-flags.DEFINE_integer("train_batch_size", 32, "Global batch size (sentences) for training.")
-flags.DEFINE_integer("eval_batch_size", 8, "Batch size for evaluation.")
-flags.DEFINE_integer("predict_batch_size", 8, "Batch size for prediction and feature extraction.")
-flags.DEFINE_float("learning_rate", None, "Peak learning rate (default 5e-5 fine-tuning, 1e-3 "
-                   "with --feature_based).")
-flags.DEFINE_float("num_train_epochs", 3.0, "Epochs of training (may be fractional).")
-flags.DEFINE_float("warmup_proportion", 0.1, "Share of the training steps with a linear warm-up.")
-flags.DEFINE_integer("save_checkpoints_steps", 1000, "Steps between training checkpoints.")
+common_flags.define_model_flags(
+    "Pretrained checkpoint: the encoder to fine-tune or, with --feature_based, to extract "
+    "features from. Without --do_train and --feature_based, a fine-tuned tagger (default: the "
+    "newest in --output_dir).",
+    max_seq_length_help="Tokens per sequence; longer sentences are cut.", do_lower_case=False,
+    do_lower_case_help="Lower-case the input (uncased models; NER usually uses cased ones).")
+common_flags.define_fine_tuning_flags(
+    {"train": "Train on the train file.", "eval": "Score the dev file (valid.txt).",
+     "predict": "Tag and score the test file (test.txt)."},
+    learning_rate=None, learning_rate_help="Peak learning rate (default 5e-5 fine-tuning, 1e-3 "
+    "with --feature_based).")
 flags.DEFINE_enum("tag_scheme", "auto", conll.TAG_SCHEMES, "Tags of the files: iob1, iob2, auto.")
 flags.DEFINE_bool("document_context", False, "Pack the maximal document context around each "
                   "sentence, as the paper does.")
@@ -73,7 +64,6 @@ flags.DEFINE_string("feature_layers", "-1,-2,-3,-4", "--feature_based: encoder l
 flags.DEFINE_integer("lstm_units", 768, "--feature_based: units of each LSTM direction.")
 flags.DEFINE_string("feature_cache_dir", None, "--feature_based: where features are cached "
                     "(default: <output_dir>/feature_cache).")
-common_flags.define_training_flags()
 flags.mark_flags_as_required(["data_dir", "vocab_file", "bert_config_file", "output_dir"])
 
 _FILES = {"train": ("train.txt", "eng.train"),
@@ -85,11 +75,9 @@ _LABEL_FILE = "label_list.txt"
 
 def _check_flags(config: BertConfig) -> list[int]:
     """Checks the flags; returns the feature layers (for --feature_based)."""
-    common_flags.check_one_action("do_train", "do_eval", "do_predict")
-    common_flags.check_max_seq_length(config)
-    for name in ("train_batch_size", "eval_batch_size", "predict_batch_size", "lstm_units"):
-        if FLAGS[name].value < 1:
-            raise ValueError(f"--{name}={FLAGS[name].value} must be positive")
+    common_flags.check_fine_tuning_flags(config)
+    if FLAGS.lstm_units < 1:
+        raise ValueError(f"--lstm_units={FLAGS.lstm_units} must be positive")
     if not FLAGS.feature_based:
         return []
     if not FLAGS.init_checkpoint:
@@ -160,48 +148,61 @@ def _loss_fn(outputs, batch, normaliser):
     return {"loss": losses.token_cross_entropy(outputs["logits"], batch["label_ids"], count)}
 
 
-def _train_steps(num_examples: int) -> tuple[int, float]:
-    """The training steps and the peak learning rate (logged)."""
-    num_train_steps = fine_tuning.train_steps(num_examples, FLAGS.train_batch_size,
-                                              FLAGS.num_train_epochs)
-    learning_rate = FLAGS.learning_rate or (1e-3 if FLAGS.feature_based else 5e-5)
-    logging.info("***** Running training *****: %d sentences, batch size %d, %d steps, "
-                 "learning rate %g", num_examples, FLAGS.train_batch_size, num_train_steps,
-                 learning_rate)
-    return num_train_steps, learning_rate
+def _learning_rate() -> float:
+    return FLAGS.learning_rate or (1e-3 if FLAGS.feature_based else 5e-5)
 
 
-def _train_fine_tuned(strategy, config, features: ner_features.NerFeatures, num_labels: int):
-    num_train_steps, learning_rate = _train_steps(len(features.input_ids))
-    model = fine_tuning.fine_tune(
-        strategy, lambda: BertTokenClassifier(config, num_labels),
-        lambda: common_flags.fine_tuning_optimizer(num_train_steps, learning_rate), _loss_fn,
-        features.to_arrays(), FLAGS.train_batch_size,
-        common_flags.training_config_from_flags(num_train_steps), FLAGS.seed,
-        FLAGS.init_checkpoint, save=common_flags.is_chief(strategy))
-    return model, num_train_steps
+def _fine_tuned_task(config: BertConfig, num_labels: int) -> fine_tuning.FineTuningTask:
+    return fine_tuning.FineTuningTask(
+        lambda: BertTokenClassifier(config, num_labels), _loss_fn,
+        head=f"a tagger of {num_labels} labels: cls/token_classifier/output_weights")
 
 
 def _encoder(config: BertConfig) -> BertEncoder:
     encoder = BertEncoder(config)
-    found = load_checkpoint(encoder, FLAGS.init_checkpoint)
+    found = checkpoints.load_checkpoint(encoder, FLAGS.init_checkpoint)
     logging.info("frozen encoder loaded from %s (%s)", FLAGS.init_checkpoint, found)
     return encoder
 
 
+def _feature_based_task(config: BertConfig, num_labels: int,
+                        layers: list[int]) -> fine_tuning.FineTuningTask:
+    """The BiLSTM tagger over frozen features: it starts from random values (nothing pretrained
+    to load) and is kept in the training checkpoints; `model.ckpt` is the frozen encoder."""
+    def save(trained: fine_tuning.Trained, output_dir: str) -> None:
+        checkpoints.save_tf1_checkpoint(_encoder(config), os.path.join(output_dir, "model.ckpt"),
+                                        global_step=trained.global_step,
+                                        update_state_file=False)
+        config.to_json_file(os.path.join(output_dir, "bert_config.json"))
+    return fine_tuning.FineTuningTask(
+        lambda: BiLstmTagger(len(layers) * config.hidden_size, num_labels,
+                             lstm_units=FLAGS.lstm_units),
+        _loss_fn, head="the BiLSTM tagger trained there", initialise=None, save=save)
+
+
 def _word_features(config, path: str, features: ner_features.NerFeatures,
                    layers: list[int]) -> feature_cache.WordFeatures:
-    parts = {"checkpoint": feature_cache.checkpoint_digest(FLAGS.init_checkpoint),
+    parts = {"checkpoint": feature_cache.file_digest(
+                 checkpoints.resolve_checkpoint_prefix(FLAGS.init_checkpoint) + ".index"),
              "bert_config": config.to_dict(), "vocab": feature_cache.file_digest(FLAGS.vocab_file),
              "data": feature_cache.file_digest(path), "do_lower_case": FLAGS.do_lower_case,
              "tag_scheme": FLAGS.tag_scheme, "layers": layers,
              "max_seq_length": FLAGS.max_seq_length, "document_context": FLAGS.document_context,
              "dtype": FLAGS.dtype}
+
+    def encode():
+        def chosen_layers(outputs, batch):
+            return {"features": tf.cast(tf.concat(
+                [outputs["encoder_outputs"][i] for i in layers], axis=-1), tf.float32)}
+        for outputs in prediction.predict_batches(
+                _encoder(config), ArrayExamples(features.to_arrays(), ENCODER_INPUTS),
+                FLAGS.predict_batch_size, chosen_layers):
+            yield outputs["features"]
+
     cache_dir = FLAGS.feature_cache_dir or os.path.join(FLAGS.output_dir, "feature_cache")
     return feature_cache.cached_word_features(
-        cache_dir, feature_cache.cache_key(parts), {**parts, "data_file": path},
-        lambda: _encoder(config), features.to_arrays(), features.word_positions, layers,
-        FLAGS.predict_batch_size)
+        cache_dir, feature_cache.cache_key(parts), {**parts, "data_file": path}, encode,
+        features.word_positions, len(layers) * config.hidden_size)
 
 
 def _word_labels(features: ner_features.NerFeatures) -> np.ndarray:
@@ -211,40 +212,33 @@ def _word_labels(features: ner_features.NerFeatures) -> np.ndarray:
     return np.concatenate(rows).astype(np.int32) if rows else np.zeros(0, np.int32)
 
 
-def _tagger(feature_size: int, num_labels: int) -> BiLstmTagger:
-    return BiLstmTagger(feature_size, num_labels, lstm_units=FLAGS.lstm_units)
+def _word_examples(words: feature_cache.WordFeatures,
+                   labels: np.ndarray | None = None) -> HostExamples:
+    """Sentences of word features, each batch padded to its longest sentence."""
+    return HostExamples(words.num_sentences, lambda rows: words.batch(rows, labels),
+                        words.batch_signature(labels is not None))
 
 
-def _train_feature_based(strategy, config, path: str, features: ner_features.NerFeatures,
-                         num_labels: int, layers: list[int]):
-    words = _word_features(config, path, features, layers)
-    num_train_steps, learning_rate = _train_steps(words.num_sentences)
-    with strategy.scope():
-        tagger = _tagger(words.feature_size, num_labels)
-        optimizer = common_flags.fine_tuning_optimizer(num_train_steps, learning_rate)
-    dataset_fn = feature_cache.training_dataset_fn(
-        words, _word_labels(features),
-        FLAGS.train_batch_size // FLAGS.gradient_accumulation_steps, FLAGS.seed)
-    fine_tuning.fit_dataset(strategy, tagger, optimizer, _loss_fn, dataset_fn,
-                            FLAGS.train_batch_size,
-                            common_flags.training_config_from_flags(num_train_steps))
-    if common_flags.is_chief(strategy):
-        save_tf1_checkpoint(_encoder(config), os.path.join(FLAGS.output_dir, "model.ckpt"),
-                            global_step=num_train_steps, update_state_file=False)
-        config.to_json_file(os.path.join(FLAGS.output_dir, "bert_config.json"))
-    return tagger, num_train_steps
+def _train(run: fine_tuning.FineTuningRun, config: BertConfig, splits, features,
+           labels: list[str], layers: list[int]) -> fine_tuning.Trained:
+    logging.info("training with learning rate %g", _learning_rate())
+    path, _ = splits["train"]
+    if FLAGS.feature_based:
+        words = _word_features(config, path, features["train"], layers)
+        return fine_tuning.train(run, _feature_based_task(config, len(labels), layers),
+                                 _word_examples(words, _word_labels(features["train"])),
+                                 run.train_steps(words.num_sentences))
+    train = ArrayExamples(features["train"].to_arrays())
+    return fine_tuning.train(run, _fine_tuned_task(config, len(labels)), train,
+                             run.train_steps(train.num_examples))
 
 
-def _restore(config: BertConfig, num_labels: int, layers: list[int]):
+def _restore(run: fine_tuning.FineTuningRun, config: BertConfig, num_labels: int,
+             layers: list[int]) -> fine_tuning.Trained:
     """The trained tagger, when not training: strictly, head included."""
     if FLAGS.feature_based:
-        model = _tagger(len(layers) * config.hidden_size, num_labels)
-        return model, fine_tuning.restore_fine_tuned(model, None, FLAGS.output_dir,
-                                                     "the BiLSTM tagger trained there")
-    model = BertTokenClassifier(config, num_labels)
-    return model, fine_tuning.restore_fine_tuned(
-        model, FLAGS.init_checkpoint, FLAGS.output_dir,
-        f"a tagger of {num_labels} labels: cls/token_classifier/output_weights")
+        return fine_tuning.restore(run, _feature_based_task(config, num_labels, layers))
+    return fine_tuning.restore(run, _fine_tuned_task(config, num_labels))
 
 
 def _tag_fine_tuned(model: BertTokenClassifier, features: ner_features.NerFeatures,
@@ -260,7 +254,10 @@ def _tag_feature_based(tagger: BiLstmTagger, config: BertConfig, path: str,
                        batch_size: int) -> tuple[list[list[str]], float]:
     """As `_tag_fine_tuned`, from the (cached) features of the split in `path`."""
     words = _word_features(config, path, features, layers)
-    logits = feature_cache.predict_words(tagger, words, batch_size)             # [words, K]
+    logits = prediction.predict(                                              # [words, K]
+        tagger, _word_examples(words), batch_size,
+        lambda outputs, batch: {"logits": tf.boolean_mask(outputs["logits"],
+                                                          batch["word_mask"] > 0)})["logits"]
     loss = float(losses.token_cross_entropy(logits[None], _word_labels(features)[None]))
     # Each word's prediction goes to its first piece, where predicted_word_tags reads it.
     predicted = np.zeros_like(features.input_ids)
@@ -312,24 +309,21 @@ def main(_):
     features = _features(splits, tokenizer, labels)
     tf.io.gfile.makedirs(FLAGS.output_dir)
     strategy = common_flags.setup_from_flags()
+    # With --feature_based, --init_checkpoint is the frozen encoder, not the tagger's start.
+    run = common_flags.fine_tuning_run(strategy, _learning_rate(),
+                                       init_checkpoint="" if FLAGS.feature_based else None)
     if FLAGS.do_train:
-        common_flags.check_batch_size("train_batch_size", FLAGS.train_batch_size, strategy)
         write_text_atomically(os.path.join(FLAGS.output_dir, _LABEL_FILE),
                               "\n".join(labels) + "\n")
-        if FLAGS.feature_based:
-            model, global_step = _train_feature_based(strategy, config, splits["train"][0],
-                                                      features["train"], len(labels), layers)
-        else:
-            model, global_step = _train_fine_tuned(strategy, config, features["train"],
-                                                   len(labels))
+        trained = _train(run, config, splits, features, labels, layers)
     else:
-        model, global_step = _restore(config, len(labels), layers)
-    if not common_flags.is_chief(strategy):
+        trained = _restore(run, config, len(labels), layers)
+    if not run.is_chief:
         return
     for split in ("dev", "test"):
         if split in splits:
-            _evaluate(model, config, split, *splits[split], features[split], labels, layers,
-                      global_step)
+            _evaluate(trained.model, config, split, *splits[split], features[split], labels,
+                      layers, trained.global_step)
 
 
 if __name__ == "__main__":

@@ -25,15 +25,12 @@ import tensorflow as tf
 import common_flags
 from data.pretraining.dataset import (check_pretraining_files, count_records, damaged_records_named,
                                       expand_file_patterns, pretraining_dataset)
-from modeling.checkpoints.errors import CheckpointMismatchError
-from modeling.checkpoints.formats import checkpoint_step, load_checkpoint
-from modeling.checkpoints.names import tf1_name
-from modeling.checkpoints.tf1 import save_tf1_checkpoint
+from modeling import checkpoints
 from modeling.config import BertConfig
 from modeling.pretrainer import BertPretrainer, pretraining_losses, pretraining_metric_sums
-from training.checkpointing import resumes
+from training import fine_tuning
 from training.evaluation import evaluate
-from training.trainer import Trainer
+from training.optimizer import optimizer_moments
 from utils.output_files import write_eval_results
 
 FLAGS = flags.FLAGS
@@ -71,15 +68,25 @@ def _check_flags(config: BertConfig):
                          "--eval_single_pass to evaluate every record once)")
 
 
-def _initialise(model: BertPretrainer, path: str):
-    """Loads the whole pretrainer, or only its encoder from a checkpoint without these heads."""
+def _initialise(model: BertPretrainer, path: str | None):
+    """Loads the whole pretrainer, or only its encoder from a checkpoint without these heads;
+    without a checkpoint the model keeps its random initialisation."""
+    if not path:
+        return
     try:
-        load_checkpoint(model, path)
-    except CheckpointMismatchError:
+        checkpoints.load_checkpoint(model, path)
+    except checkpoints.CheckpointMismatchError:
         # Strict on the encoder: its own mismatch, if any, is the error the user sees.
-        load_checkpoint(model.encoder, path)
+        checkpoints.load_checkpoint(model.encoder, path)
         logging.warning("%s has no pretraining heads that fit: they start from random values",
                         path)
+
+
+class _PretrainingRecords:
+    """The --input_file records as `fine_tuning.train` reads them."""
+
+    def training_dataset_fn(self, micro_batch: int, seed: int):
+        return lambda context: _dataset(True, micro_batch, context)
 
 
 def _dataset(is_training: bool, global_batch_size: int, input_context=None):
@@ -109,37 +116,23 @@ def _loss_fn(outputs, batch, normaliser):
         normaliser.global_batch_size(batch), FLAGS.use_next_sentence_label)
 
 
+def _save(trained: fine_tuning.Trained, output_dir: str) -> None:
+    """bert_model.ckpt as the original writes it (optimizer moments included), bert_config.json."""
+    checkpoints.save_tf1_checkpoint(
+        trained.model, os.path.join(output_dir, "bert_model.ckpt"),
+        global_step=trained.global_step, moments=optimizer_moments(trained.optimizer),
+        update_state_file=False)
+    trained.model.config.to_json_file(os.path.join(output_dir, "bert_config.json"))
+
+
 def _train(strategy, config: BertConfig) -> BertPretrainer:
-    with strategy.scope():
-        model = BertPretrainer(config)
-        optimizer = common_flags.create_optimizer_from_flags(
-            FLAGS.learning_rate, FLAGS.num_train_steps, FLAGS.num_warmup_steps)
-        if FLAGS.init_checkpoint and not resumes(FLAGS.output_dir):
-            _initialise(model, FLAGS.init_checkpoint)
-    micro_batch = FLAGS.train_batch_size // FLAGS.gradient_accumulation_steps
-    dataset_fn = lambda context: _dataset(True, micro_batch, context)  # noqa: E731
-    trainer = Trainer(strategy, model, optimizer, _loss_fn,
-                      common_flags.training_config_from_flags(FLAGS.num_train_steps,
-                                                              default_log_steps=100),
-                      metric_fn=_accuracy)
+    task = fine_tuning.FineTuningTask(lambda: BertPretrainer(config), _loss_fn, head="",
+                                      initialise=_initialise, save=_save, metric_fn=_accuracy)
+    run = common_flags.fine_tuning_run(strategy, default_log_steps=100, optimizer_fn=(
+        lambda steps: common_flags.create_optimizer_from_flags(
+            FLAGS.learning_rate, steps, FLAGS.num_warmup_steps)))
     with damaged_records_named(FLAGS.input_file):
-        trainer.train(dataset_fn, FLAGS.train_batch_size)
-    if common_flags.is_chief(strategy):
-        save_tf1_checkpoint(model, os.path.join(FLAGS.output_dir, "bert_model.ckpt"),
-                            global_step=int(optimizer.iterations.numpy()),
-                            extra=_optimizer_slots(optimizer), update_state_file=False)
-        config.to_json_file(os.path.join(FLAGS.output_dir, "bert_config.json"))
-    return model
-
-
-def _optimizer_slots(optimizer) -> dict:
-    """The moments under the original's names (`<variable>/adam_m`, `<variable>/adam_v`)."""
-    optimizer = getattr(optimizer, "inner_optimizer", optimizer)
-    slots = {}
-    for path, (m, v) in optimizer.moment_slots().items():
-        slots[f"{tf1_name(path)}/adam_m"] = m.numpy()
-        slots[f"{tf1_name(path)}/adam_v"] = v.numpy()
-    return slots
+        return fine_tuning.train(run, task, _PretrainingRecords(), FLAGS.num_train_steps).model
 
 
 def _accuracy(outputs, batch):
@@ -191,13 +184,12 @@ def main(_):
     check_pretraining_files(expand_file_patterns(FLAGS.input_file), FLAGS.max_seq_length,
                             FLAGS.max_predictions_per_seq)
     tf.io.gfile.makedirs(FLAGS.output_dir)
-    common_flags.check_batch_size("train_batch_size", FLAGS.train_batch_size, strategy)
     model = _train(strategy, config) if FLAGS.do_train else None
     if FLAGS.do_eval:
         if model is None:
             model = BertPretrainer(config)
             _initialise(model, FLAGS.init_checkpoint or FLAGS.output_dir)
-        step = checkpoint_step(FLAGS.init_checkpoint or FLAGS.output_dir) \
+        step = checkpoints.checkpoint_step(FLAGS.init_checkpoint or FLAGS.output_dir) \
             if not FLAGS.do_train else FLAGS.num_train_steps
         _evaluate(model, step)
 

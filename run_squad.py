@@ -19,7 +19,6 @@ import random
 import time
 
 from absl import app, flags, logging
-import keras
 import numpy as np
 import tensorflow as tf
 
@@ -34,34 +33,27 @@ from modeling import losses
 from modeling.config import BertConfig
 from modeling.task_models import BertSpanLabeler
 from training import fine_tuning
+from training.batching import ArrayExamples
 from utils.progress import Progress
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("bert_config_file", None, "The bert_config.json of the pretrained model.")
-flags.DEFINE_string("vocab_file", None, "The vocab.txt the model was trained with.")
-flags.DEFINE_string("output_dir", None, "Where the model, predictions and metrics go.")
 flags.DEFINE_string("train_file", None, "SQuAD JSON for training, e.g. train-v1.1.json.")
 flags.DEFINE_string("predict_file", None, "SQuAD JSON to predict, e.g. dev-v1.1.json.")
-flags.DEFINE_string("init_checkpoint", None,
-                    "Pretrained model to fine-tune, or with --do_predict alone a fine-tuned one.")
-flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (uncased models).")
-flags.DEFINE_integer("max_seq_length", 384, "Tokens per window: [CLS] question [SEP] text [SEP].")
+common_flags.define_model_flags(
+    "Pretrained model to fine-tune, or with --do_predict alone a fine-tuned one.",
+    max_seq_length=384,
+    max_seq_length_help="Tokens per window: [CLS] question [SEP] text [SEP].",
+    output_dir_help="Where the model, predictions and metrics go.")
 flags.DEFINE_integer("doc_stride", 128, "Tokens between the starts of a context's windows.")
 flags.DEFINE_integer("max_query_length", 64, "Question tokens kept; the rest are cut off.")
-flags.DEFINE_bool("do_train", False, "Fine-tune on --train_file.")
-flags.DEFINE_bool("do_predict", False, "Predict answers for --predict_file.")
-flags.DEFINE_integer("train_batch_size", 32, "Global batch size for training.")
-flags.DEFINE_integer("predict_batch_size", 8, "Batch size for prediction.")
-flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.")
-flags.DEFINE_float("num_train_epochs", 3.0, "Epochs over the training questions.")
-flags.DEFINE_float("warmup_proportion", 0.1, "Share of the steps with a rising learning rate.")
-flags.DEFINE_integer("save_checkpoints_steps", 1000, "Steps between training checkpoints.")
+common_flags.define_fine_tuning_flags(
+    {"train": "Fine-tune on --train_file.", "predict": "Predict answers for --predict_file."},
+    learning_rate_help="Peak learning rate.")
 flags.DEFINE_integer("n_best_size", 20, "Answers per question in nbest_predictions.json.")
 flags.DEFINE_integer("max_answer_length", 30, "Longest answer, in WordPiece tokens.")
 flags.DEFINE_bool("version_2_with_negative", False, "SQuAD v2.0: some questions have no answer.")
 flags.DEFINE_float("null_score_diff_threshold", 0.0,
                    "v2.0: answer \"\" when the null score beats the best span by more than this.")
-common_flags.define_training_flags()
 flags.mark_flags_as_required(["vocab_file", "bert_config_file", "output_dir"])
 
 # The original shuffles the training questions once with this seed before making features.
@@ -73,12 +65,11 @@ _CHUNK = 4096
 def _check_flags(config: BertConfig) -> None:
     """The original's checks, plus the flags that would leave no room for the context."""
     validate_case_matches_checkpoint(FLAGS.do_lower_case, FLAGS.init_checkpoint)
-    common_flags.check_one_action("do_train", "do_predict")
+    common_flags.check_fine_tuning_flags(config)
     if FLAGS.do_train and not FLAGS.train_file:
         raise ValueError("--do_train needs --train_file")
     if FLAGS.do_predict and not FLAGS.predict_file:
         raise ValueError("--do_predict needs --predict_file")
-    common_flags.check_max_seq_length(config)
     if FLAGS.max_seq_length <= FLAGS.max_query_length + 3:
         raise ValueError(f"--max_seq_length={FLAGS.max_seq_length} leaves no room for the "
                          f"context: it must exceed --max_query_length={FLAGS.max_query_length}"
@@ -123,40 +114,17 @@ def _loss_fn(outputs: dict, batch: dict, normaliser) -> dict:
                                      normaliser.global_batch_size(batch))}
 
 
-def _training_model(strategy: tf.distribute.Strategy, config: BertConfig, num_examples: int
-                    ) -> tuple[BertSpanLabeler, keras.optimizers.Optimizer, int]:
-    """The model (its encoder initialised) and optimizer for int(questions / batch * epochs) steps.
-
-    A run resuming in --output_dir restores both from its newest checkpoint instead.
-    """
-    num_train_steps = fine_tuning.train_steps(num_examples, FLAGS.train_batch_size,
-                                              FLAGS.num_train_epochs)
-    model, optimizer, _ = fine_tuning.prepare(
-        strategy, lambda: BertSpanLabeler(config),
-        lambda: common_flags.fine_tuning_optimizer(num_train_steps), FLAGS.init_checkpoint,
-        FLAGS.output_dir)
-    return model, optimizer, num_train_steps
+def _task(config: BertConfig) -> fine_tuning.FineTuningTask:
+    return fine_tuning.FineTuningTask(lambda: BertSpanLabeler(config), _loss_fn,
+                                      head="SQuAD: cls/squad/output_weights")
 
 
-def _train(strategy: tf.distribute.Strategy, model: BertSpanLabeler,
-           optimizer: keras.optimizers.Optimizer, num_train_steps: int,
-           examples: list[SquadExample], tokenizer: FullTokenizer) -> None:
-    arrays = _training_arrays(examples, tokenizer)
-    logging.info("training on %d questions (%d features), batch size %d, %d steps",
-                 len(examples), len(arrays["input_ids"]), FLAGS.train_batch_size,
-                 num_train_steps)
-    fine_tuning.fit(strategy, model, optimizer, _loss_fn, arrays, FLAGS.train_batch_size,
-                    common_flags.training_config_from_flags(num_train_steps), FLAGS.seed)
-    if common_flags.is_chief(strategy):
-        fine_tuning.save_fine_tuned(model, FLAGS.output_dir, int(optimizer.iterations.numpy()))
-
-
-def _fine_tuned_model(config: BertConfig) -> BertSpanLabeler:
-    """The model to predict with when not training, encoder and SQuAD head."""
-    model = BertSpanLabeler(config)
-    fine_tuning.restore_fine_tuned(model, FLAGS.init_checkpoint, FLAGS.output_dir,
-                                   "SQuAD: cls/squad/output_weights")
-    return model
+def _train(run: fine_tuning.FineTuningRun, config: BertConfig, examples: list[SquadExample],
+           tokenizer: FullTokenizer) -> fine_tuning.Trained:
+    """Fine-tunes for int(questions / batch * epochs) steps, on every window of the questions."""
+    features = ArrayExamples(_training_arrays(examples, tokenizer))
+    logging.info("training on %d questions (%d features)", len(examples), features.num_examples)
+    return fine_tuning.train(run, _task(config), features, run.train_steps(len(examples)))
 
 
 def _predict(model: BertSpanLabeler, examples: list[SquadExample],
@@ -168,7 +136,7 @@ def _predict(model: BertSpanLabeler, examples: list[SquadExample],
                  len(features), FLAGS.predict_batch_size)
     progress = Progress("features predicted", len(features))
 
-    def count(outputs: dict) -> dict:
+    def count(outputs: dict, batch: dict) -> dict:
         progress.update(int(outputs["start_logits"].shape[0]))
         return outputs
 
@@ -244,18 +212,14 @@ def main(_):
     tokenizer = FullTokenizer(FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
     train_examples, predict_examples, predict_json = _read_inputs()
     strategy = common_flags.setup_from_flags()
-    if FLAGS.do_train:
-        common_flags.check_batch_size("train_batch_size", FLAGS.train_batch_size, strategy)
-        model, optimizer, num_train_steps = _training_model(strategy, config,
-                                                            len(train_examples))
-    else:
-        with strategy.scope():
-            model = _fine_tuned_model(config)
+    run = common_flags.fine_tuning_run(strategy)
+    # Without training, a model that does not fit fails before the output folder is made.
+    trained = None if FLAGS.do_train else fine_tuning.restore(run, _task(config))
     tf.io.gfile.makedirs(FLAGS.output_dir)
     if FLAGS.do_train:
-        _train(strategy, model, optimizer, num_train_steps, train_examples, tokenizer)
-    if FLAGS.do_predict and common_flags.is_chief(strategy):
-        _write_outputs(_predict(model, predict_examples, tokenizer), predict_json)
+        trained = _train(run, config, train_examples, tokenizer)
+    if FLAGS.do_predict and run.is_chief:
+        _write_outputs(_predict(trained.model, predict_examples, tokenizer), predict_json)
 
 
 if __name__ == "__main__":

@@ -31,41 +31,23 @@ from modeling import losses
 from modeling.config import BertConfig
 from modeling.task_models import BertMultipleChoice
 from training import fine_tuning
+from training.batching import ArrayExamples
 from utils.output_files import write_eval_results
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("data_dir", None, "Folder of the SWAG CSVs: train.csv, val.csv, test.csv.")
-flags.DEFINE_string("bert_config_file", None, "The bert_config.json of the pretrained model.")
-flags.DEFINE_string("vocab_file", None, "The vocab.txt of the pretrained model.")
-flags.DEFINE_string("output_dir", None, "Where checkpoints, results and predictions go.")
-flags.DEFINE_string("init_checkpoint", None, "Pretrained checkpoint to fine-tune (the encoder is "
-                    "loaded), or without --do_train a fine-tuned one to evaluate (default: the "
-                    "newest in --output_dir).")
-flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (uncased models).")
-flags.DEFINE_integer("max_seq_length", 128, "Tokens per choice; longer ones are cut longest "
-                     "part first, shorter ones padded.")
-flags.DEFINE_bool("do_train", False, "Fine-tune on train.csv.")
-flags.DEFINE_bool("do_eval", False, "Score val.csv and write eval_results.txt.")
-flags.DEFINE_bool("do_predict", False, "Predict test.csv and write predictions.csv.")
-flags.DEFINE_integer("train_batch_size", 16, "Global batch size (questions) for training.")
-flags.DEFINE_integer("eval_batch_size", 8, "Batch size for evaluation.")
-flags.DEFINE_integer("predict_batch_size", 8, "Batch size for prediction.")
-flags.DEFINE_float("learning_rate", 2e-5, "Peak learning rate of Adam.")
-flags.DEFINE_float("num_train_epochs", 3.0, "Epochs of training (may be fractional).")
-flags.DEFINE_float("warmup_proportion", 0.1, "Share of the training steps with a linear warm-up.")
-flags.DEFINE_integer("save_checkpoints_steps", 1000, "Steps between training checkpoints.")
-common_flags.define_training_flags()
+common_flags.define_model_flags(
+    "Pretrained checkpoint to fine-tune (the encoder is loaded), or without --do_train a "
+    "fine-tuned one to evaluate (default: the newest in --output_dir).",
+    max_seq_length_help="Tokens per choice; longer ones are cut longest part first, shorter "
+    "ones padded.")
+common_flags.define_fine_tuning_flags(
+    {"train": "Fine-tune on train.csv.", "eval": "Score val.csv and write eval_results.txt.",
+     "predict": "Predict test.csv and write predictions.csv."},
+    train_batch_size=16, learning_rate=2e-5)
 flags.mark_flags_as_required(["data_dir", "vocab_file", "bert_config_file", "output_dir"])
 
 _FILES = {"train": "train.csv", "eval": "val.csv", "predict": "test.csv"}
-
-
-def _check_flags(config: BertConfig) -> None:
-    common_flags.check_one_action("do_train", "do_eval", "do_predict")
-    common_flags.check_max_seq_length(config)
-    for name in ("train_batch_size", "eval_batch_size", "predict_batch_size"):
-        if FLAGS[name].value < 1:
-            raise ValueError(f"--{name}={FLAGS[name].value} must be positive")
 
 
 def _read_splits() -> dict[str, list[swag.SwagExample]]:
@@ -86,33 +68,19 @@ def _loss_fn(outputs, batch, normaliser):
                                               normaliser.global_batch_size(batch))}
 
 
-def _train(strategy, config: BertConfig, examples: list[swag.SwagExample],
-           tokenizer) -> tuple[BertMultipleChoice, int]:
-    arrays = swag.convert_examples_to_arrays(examples, tokenizer, FLAGS.max_seq_length)
-    num_train_steps = fine_tuning.train_steps(len(examples), FLAGS.train_batch_size,
-                                              FLAGS.num_train_epochs)
-    logging.info("***** Running training *****: %d questions, batch size %d, %d steps",
-                 len(examples), FLAGS.train_batch_size, num_train_steps)
-    model = fine_tuning.fine_tune(
-        strategy, lambda: BertMultipleChoice(config),
-        lambda: common_flags.fine_tuning_optimizer(num_train_steps), _loss_fn, arrays,
-        FLAGS.train_batch_size, common_flags.training_config_from_flags(num_train_steps),
-        FLAGS.seed, FLAGS.init_checkpoint, save=common_flags.is_chief(strategy))
-    return model, num_train_steps
+def _task(config: BertConfig) -> fine_tuning.FineTuningTask:
+    return fine_tuning.FineTuningTask(lambda: BertMultipleChoice(config), _loss_fn,
+                                      head="SWAG: cls/multiple_choice/output_weights")
 
 
-def _restore(config: BertConfig) -> tuple[BertMultipleChoice, int]:
-    """The fine-tuned model to evaluate without training: scoring vector included, strictly."""
-    model = BertMultipleChoice(config)
-    step = fine_tuning.restore_fine_tuned(model, FLAGS.init_checkpoint, FLAGS.output_dir,
-                                          "SWAG: cls/multiple_choice/output_weights")
-    return model, step
+def _arrays(examples: list[swag.SwagExample], tokenizer) -> dict[str, np.ndarray]:
+    return swag.convert_examples_to_arrays(examples, tokenizer, FLAGS.max_seq_length)
 
 
 def _logits(model: BertMultipleChoice, examples: list[swag.SwagExample], tokenizer,
             batch_size: int) -> tuple[np.ndarray, np.ndarray]:
     """Per-ending logits float32 [N, 4] and the label ids int32 [N] (0 for unlabelled)."""
-    arrays = swag.convert_examples_to_arrays(examples, tokenizer, FLAGS.max_seq_length)
+    arrays = _arrays(examples, tokenizer)
     return fine_tuning.predict(model, arrays, batch_size)["logits"], arrays["label_ids"]
 
 
@@ -141,23 +109,25 @@ def _predict(model, examples: list[swag.SwagExample], tokenizer) -> None:
 
 def main(_):
     config = BertConfig.from_json_file(FLAGS.bert_config_file)
-    _check_flags(config)
+    common_flags.check_fine_tuning_flags(config)
     tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case, FLAGS.init_checkpoint)
     tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
     examples = _read_splits()
     tf.io.gfile.makedirs(FLAGS.output_dir)
     strategy = common_flags.setup_from_flags()
+    run = common_flags.fine_tuning_run(strategy)
     if FLAGS.do_train:
-        common_flags.check_batch_size("train_batch_size", FLAGS.train_batch_size, strategy)
-        model, global_step = _train(strategy, config, examples["train"], tokenizer)
+        train = ArrayExamples(_arrays(examples["train"], tokenizer))
+        trained = fine_tuning.train(run, _task(config), train,
+                                    run.train_steps(train.num_examples))
     else:
-        model, global_step = _restore(config)
-    if not common_flags.is_chief(strategy):
+        trained = fine_tuning.restore(run, _task(config))
+    if not run.is_chief:
         return
     if FLAGS.do_eval:
-        _evaluate(model, examples["eval"], tokenizer, global_step)
+        _evaluate(trained.model, examples["eval"], tokenizer, trained.global_step)
     if FLAGS.do_predict:
-        _predict(model, examples["predict"], tokenizer)
+        _predict(trained.model, examples["predict"], tokenizer)
 
 
 if __name__ == "__main__":

@@ -1,14 +1,20 @@
-"""Tests of training/fine_tuning.py's batched prediction: outputs in order, traced once per model."""
+"""Tests of the fine-tuning path: batched prediction (outputs in order, traced once per model),
+and the runner driving a task it knows nothing of."""
 import dataclasses
+import json
 
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from modeling import losses
 from modeling.config import BertConfig
 from modeling.task_models import BertClassifier
-from training import fine_tuning, xla_choice
+from training import fine_tuning, prediction, xla_choice
+from training.batching import ArrayExamples
+from training.optimizer import create_optimizer
+from training.trainer import TrainingConfig
 
 _CONFIG = BertConfig(vocab_size=20, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                      intermediate_size=32, max_position_embeddings=16)
@@ -37,11 +43,11 @@ def test_repeated_predictions_reuse_the_model_traces():
     for seed, num_examples in enumerate((11, 9, 13, 11)):
         fine_tuning.predict(model, _arrays(num_examples, seed), batch_size=4)
     # A full batch, then the batch dimension relaxed for the smaller last batches.
-    (function,) = fine_tuning._inference_functions[model].values()
+    (function,) = prediction._inference_functions[model].values()
     assert function.experimental_get_tracing_count() <= 2
     other = BertClassifier(_CONFIG, 3)
-    assert fine_tuning._inference_function(other, False) is not \
-        fine_tuning._inference_function(model, False)
+    assert prediction._inference_function(other, False) is not \
+        prediction._inference_function(model, False)
 
 
 @pytest.mark.parametrize("avx512", [False, True])
@@ -54,5 +60,77 @@ def test_prediction_compiles_with_xla_where_the_rule_prefers_it(monkeypatch, avx
                                                intermediate_size=32), 3)
     arrays = _arrays(40, seed=1)
     logits = fine_tuning.predict(model, arrays, batch_size=32)["logits"]
-    assert list(fine_tuning._inference_functions[model]) == [not avx512]
+    assert list(prediction._inference_functions[model]) == [not avx512]
     np.testing.assert_allclose(logits, model(arrays, training=False)["logits"], atol=1e-5)
+
+
+# A fifth task, written here as a user would: two labels over a CSV file. It needs its own
+# features, model, loss and head description, and nothing in the runner.
+_WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "good", "bad", "film", "plot", "very"]
+
+
+def _csv_task_arrays(path) -> dict[str, np.ndarray]:
+    rows = [line.rstrip("\n").split(",") for line in open(path, encoding="utf-8")][1:]
+    ids = np.zeros((len(rows), 8), np.int32)
+    for row, (text, _) in enumerate(rows):
+        tokens = ["[CLS]", *text.split(), "[SEP]"]
+        ids[row, :len(tokens)] = [_WORDS.index(token) for token in tokens]
+    return {"input_ids": ids, "input_mask": (ids > 0).astype(np.int32),
+            "segment_ids": np.zeros_like(ids),
+            "label_ids": np.array([int(label) for _, label in rows], np.int32)}
+
+
+def _csv_task(config: BertConfig) -> fine_tuning.FineTuningTask:
+    def loss_fn(outputs, batch, normaliser):
+        return {"loss": losses.mean_cross_entropy(outputs["logits"], batch["label_ids"],
+                                                  normaliser.global_batch_size(batch))}
+    return fine_tuning.FineTuningTask(lambda: BertClassifier(config, 2), loss_fn,
+                                      head="two labels: output_weights [2, 16]")
+
+
+def _csv_run(output_dir) -> fine_tuning.FineTuningRun:
+    return fine_tuning.FineTuningRun(
+        strategy=tf.distribute.OneDeviceStrategy("/cpu:0"), output_dir=str(output_dir),
+        init_checkpoint=None, batch_size=4, seed=1,
+        optimizer_fn=lambda steps: create_optimizer(1e-3, steps, 1),
+        config_fn=lambda steps: TrainingConfig(steps, str(output_dir)), num_train_epochs=3)
+
+
+def test_a_new_task_trains_saves_resumes_and_restores_through_the_runner(tmp_path):
+    rng = np.random.default_rng(0)
+    lines = ["text,label"] + [
+        f"{rng.choice(['good', 'bad'])} {rng.choice(['film', 'plot'])} very,{int(i % 2)}"
+        for i in range(10)]
+    (tmp_path / "train.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    arrays = _csv_task_arrays(tmp_path / "train.csv")
+    config = dataclasses.replace(_CONFIG, vocab_size=len(_WORDS))
+    keras.utils.set_random_seed(0)
+    run, task = _csv_run(tmp_path / "out"), _csv_task(config)
+    stops = []
+    trained = fine_tuning.train(run, task, ArrayExamples(arrays), run.train_steps(10),
+                                stops=[2, 5], at_stop=lambda t, n: stops.append((n, t.global_step)))
+    assert run.train_steps(10) == 7  # int(10 / 4 * 3)
+    assert trained.global_step == 7 and stops == [(1, 2), (2, 5), (3, 7)]
+    with open(tmp_path / "out" / "model_spec.json", encoding="utf-8") as f:
+        assert json.load(f)["head"] == "classifier"
+    assert (tmp_path / "out" / "bert_config.json").is_file()
+
+    restored = fine_tuning.restore(run, task)
+    assert restored.global_step == 7
+    expected = fine_tuning.predict(trained.model, arrays, batch_size=3)["logits"]
+    np.testing.assert_allclose(fine_tuning.predict(restored.model, arrays, 3)["logits"],
+                               expected, atol=1e-6)
+    untrained = task.build_model()
+    assert np.abs(fine_tuning.predict(untrained, arrays, 3)["logits"] - expected).max() > 1e-4
+
+    again = fine_tuning.train(run, task, ArrayExamples(arrays), 7)  # resumes: already done
+    assert again.global_step == 7
+    for a, b in zip(again.model.weights, trained.model.weights):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_restoring_without_a_fine_tuned_model_names_the_head(tmp_path):
+    config = dataclasses.replace(_CONFIG, vocab_size=len(_WORDS))
+    (tmp_path / "out").mkdir()
+    with pytest.raises(FileNotFoundError, match=r"two labels: output_weights \[2, 16\]"):
+        fine_tuning.restore(_csv_run(tmp_path / "out"), _csv_task(config))

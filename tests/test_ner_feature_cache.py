@@ -1,4 +1,5 @@
-"""Tests of the cached per-word encoder features: values, cache reuse, batches and datasets."""
+"""Tests of the cached per-word encoder features: values, cache reuse, padded batches, and their
+training dataset and prediction through `training.batching.HostExamples`."""
 import os
 
 import keras
@@ -9,7 +10,9 @@ import tensorflow as tf
 from modeling.bilstm_tagger import BiLstmTagger
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
-from training import feature_cache
+from data.ner import feature_cache
+from training import prediction
+from training.batching import HostExamples
 
 _CONFIG = BertConfig(vocab_size=20, hidden_size=8, num_hidden_layers=3, num_attention_heads=2,
                      intermediate_size=16, max_position_embeddings=16, type_vocab_size=2)
@@ -61,11 +64,15 @@ def test_features_are_the_chosen_layers_at_first_pieces_and_are_reused(tmp_path)
     encoder = _encoder()
     calls = []
 
-    def encoder_fn():
+    def encode():
         calls.append(1)
-        return encoder
+        arrays = _arrays()
+        for start in (0, 2):  # two batches
+            outputs = encoder({k: v[start:start + 2] for k, v in arrays.items()},
+                              training=False)["encoder_outputs"]
+            yield np.concatenate([outputs[-1].numpy(), outputs[0].numpy()], axis=-1)
 
-    args = (str(tmp_path), "key", {"what": "test"}, encoder_fn, _arrays(), _POSITIONS, [-1, 0], 2)
+    args = (str(tmp_path), "key", {"what": "test"}, encode, _POSITIONS, 16)
     features = feature_cache.cached_word_features(*args)
     assert calls == [1]
     np.testing.assert_array_equal(features.offsets, [0, 4, 7, 8])
@@ -77,7 +84,7 @@ def test_features_are_the_chosen_layers_at_first_pieces_and_are_reused(tmp_path)
     path = tmp_path / "key" / "features.npy"
     stamp = os.stat(path).st_mtime_ns
     again = feature_cache.cached_word_features(*args)
-    assert calls == [1], "a cache hit must not build the encoder"
+    assert calls == [1], "a cache hit must not run the encoder"
     assert os.stat(path).st_mtime_ns == stamp
     assert isinstance(again.values, np.memmap)
     np.testing.assert_array_equal(again.values, features.values)
@@ -89,15 +96,19 @@ def test_failed_computation_leaves_no_entry(tmp_path):
         raise RuntimeError("no checkpoint")
 
     with pytest.raises(RuntimeError):
-        feature_cache.cached_word_features(str(tmp_path), "key", {}, broken, _arrays(),
-                                           _POSITIONS, [-1], 2)
+        feature_cache.cached_word_features(str(tmp_path), "key", {}, broken, _POSITIONS, 8)
     assert os.listdir(tmp_path) == []
+
+
+def _examples(features, labels=None) -> HostExamples:
+    return HostExamples(features.num_sentences, lambda rows: features.batch(rows, labels),
+                        features.batch_signature(labels is not None))
 
 
 def test_training_dataset_shuffles_whole_sentences_and_restores_its_position(tmp_path):
     features = _hand_made()
     labels = np.array([10, 11, 12, 13, 14, 15], np.int32)
-    dataset = feature_cache.training_dataset_fn(features, labels, 3, seed=1)(
+    dataset = _examples(features, labels).training_dataset_fn(3, seed=1)(
         tf.distribute.InputContext())
     iterator = iter(dataset)
     first = next(iterator)
@@ -119,7 +130,11 @@ def test_predict_words_runs_sentences_independently():
     features = _hand_made()
     keras.utils.set_random_seed(0)
     tagger = BiLstmTagger(2, 3, lstm_units=4)
-    logits = feature_cache.predict_words(tagger, features, batch_size=2)
+    logits = prediction.predict(
+        tagger, _examples(features), batch_size=2,
+        output_fn=lambda outputs, batch: {"logits": tf.boolean_mask(outputs["logits"],
+                                                                    batch["word_mask"] > 0)}
+    )["logits"]
     assert logits.shape == (6, 3)
     for index in range(3):
         alone = tagger(features.batch([index]), training=False)["logits"].numpy()[0]

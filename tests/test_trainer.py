@@ -11,7 +11,8 @@ import tensorflow as tf
 from modeling import losses
 from modeling.config import BertConfig
 from modeling.task_models import BertClassifier, BertSpanLabeler
-from training import fine_tuning, trainer
+from training import trainer
+from training.batching import ArrayExamples
 from training.checkpointing import CheckpointWriteError
 from training.optimizer import create_optimizer
 from training.trainer import STEP_LOG_FILE, TrainingConfig
@@ -29,6 +30,14 @@ def _loss(outputs, batch, normaliser):
                                               normaliser.global_batch_size(batch))}
 
 
+def _fit(strategy, model, optimizer, loss_fn, arrays, config: TrainingConfig, batch_size=8):
+    """Trains on shuffled batches of `arrays` (seed 3), as the fine-tuning path batches them."""
+    dataset_fn = ArrayExamples(arrays).training_dataset_fn(
+        batch_size // config.gradient_accumulation_steps, seed=3)
+    return trainer.Trainer(strategy, model, optimizer, loss_fn, config).train(dataset_fn,
+                                                                              batch_size)
+
+
 def _train(output_dir, steps, dropout=0.1, accumulation=1, total_steps=12):
     keras.utils.set_random_seed(7)
     config = BertConfig(vocab_size=30, hidden_size=16, num_hidden_layers=1,
@@ -40,9 +49,9 @@ def _train(output_dir, steps, dropout=0.1, accumulation=1, total_steps=12):
         model.dropout.rate = dropout
         optimizer = create_optimizer(1e-3, total_steps, 2)
     # Training stops at `steps`; the schedule spans `total_steps`, as a rerun of the same command.
-    fine_tuning.fit(strategy, model, optimizer, _loss, _arrays(), 8, TrainingConfig(
+    _fit(strategy, model, optimizer, _loss, _arrays(), TrainingConfig(
         steps, str(output_dir), save_checkpoints_steps=3,
-        gradient_accumulation_steps=accumulation), seed=3)
+        gradient_accumulation_steps=accumulation))
     return [v.numpy() for v in model.weights]
 
 
@@ -84,8 +93,8 @@ def test_accumulation_with_variables_that_get_no_gradient(tmp_path):
         return {"loss": losses.span_loss(outputs["start_logits"], outputs["end_logits"],
                                          batch["start_positions"], batch["end_positions"],
                                          normaliser.global_batch_size(batch))}
-    fine_tuning.fit(strategy, model, optimizer, span_loss, arrays, 8,
-                    TrainingConfig(4, str(tmp_path), gradient_accumulation_steps=2), seed=3)
+    _fit(strategy, model, optimizer, span_loss, arrays,
+         TrainingConfig(4, str(tmp_path), gradient_accumulation_steps=2))
     assert int(optimizer.iterations.numpy()) == 4
     np.testing.assert_array_equal(model.encoder.get_layer("pooler").weights[0].numpy(),
                                   pooler_before)

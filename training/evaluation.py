@@ -40,3 +40,14 @@ def evaluate(model: keras.Model, dataset: tf.data.Dataset, metric_sums_fn: Metri
         results["loss"] = loss_total / max(batches, 1)
     return results
 
+
+
+def write_eval_summaries(folder: str, global_step: int, results: dict) -> None:
+    """TensorBoard scalars of an evaluation in `folder` (`output_dir/eval`, the original's eval
+    folder, beside the training curves of `output_dir/train`)."""
+    writer = tf.summary.create_file_writer(folder)
+    with writer.as_default(step=global_step):
+        for key, value in results.items():
+            if key != "global_step":
+                tf.summary.scalar(key, float(value))
+    writer.flush()

@@ -266,3 +266,9 @@ def create_optimizer(init_lr: float, num_train_steps: int, num_warmup_steps: int
     if use_loss_scale:
         return keras.optimizers.LossScaleOptimizer(optimizer)
     return optimizer
+
+
+def optimizer_moments(optimizer: keras.optimizers.Optimizer
+                      ) -> dict[str, tuple[keras.Variable, keras.Variable]]:
+    """`moment_slots()` of an AdamWeightDecay or LAMB optimizer, loss-scaled or not."""
+    return getattr(optimizer, "inner_optimizer", optimizer).moment_slots()
