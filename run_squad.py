@@ -11,8 +11,8 @@ Writes the original's predictions.json, nbest_predictions.json and, with
 --version_2_with_negative, null_odds.json; the fine-tuned model as model.ckpt (original format)
 and bert_config.json. When the predict file has gold answers, the official evaluation runs
 in-process: its metrics go to eval_results.json, under the official scripts' key names, and to
-stdout. --do_predict without --do_train predicts with --init_checkpoint if it holds a SQuAD head,
-else with the model fine-tuned in --output_dir (the original's behaviour there).
+stdout. --do_predict without --do_train predicts with --init_checkpoint, which must then hold a
+SQuAD head, or when it is not given with the model fine-tuned in --output_dir.
 """
 import os
 import random

@@ -483,3 +483,43 @@ def test_bad_input_is_reported_before_anything_is_written(tiny_model, tmp_path, 
     assert result.returncode != 0
     assert message in result.stderr
     assert not output_dir.exists()
+
+
+@pytest.mark.parametrize("damage", ["truncated", "missing", "pretrained"])
+def test_a_named_init_checkpoint_is_used_or_the_evaluation_stops(fixtures_dir, uncased_vocab,
+                                                                 tmp_path, damage):
+    """--output_dir holds a fine-tuned classifier; --init_checkpoint names another model that
+    cannot be used: the run fails with its error and leaves the earlier results as they were,
+    rather than evaluating the model of --output_dir."""
+    flags, _ = _original_classifier(fixtures_dir, uncased_vocab)
+    fine_tuned = pathlib.Path(flags["init_checkpoint"])
+    output_dir = tmp_path / "out"
+    output_dir.mkdir()
+    for source in fine_tuned.parent.glob(fine_tuned.name + ".*"):
+        (output_dir / source.name).write_bytes(source.read_bytes())
+    data_dir = tmp_path / "mnli"
+    row = ["0", "7", "0e", "news", "( x )", "( y )", "(ROOT x)", "(ROOT y)", _ORIGINAL_TEXT, ""]
+    _write_tsv(data_dir / "dev_matched.tsv", _MNLI_DEV_HEADER, [row + ["neutral"] * 6])
+    (output_dir / "eval_results.txt").write_text("earlier results\n")
+    other = tmp_path / "other" / "model.ckpt"
+    other.parent.mkdir()
+    if damage == "truncated":
+        for source in fine_tuned.parent.glob(fine_tuned.name + ".*"):
+            data = source.read_bytes()
+            (other.parent / source.name).write_bytes(
+                data[:len(data) // 2] if ".data-" in source.name else data)
+    elif damage == "pretrained":
+        save_tf1_checkpoint(BertEncoder(BertConfig.from_json_file(flags["bert_config_file"])),
+                            str(other))
+    result = _run("--do_eval", task_name="MNLI", data_dir=data_dir, output_dir=output_dir,
+                  **{**flags, "init_checkpoint": other})
+    assert result.returncode != 0
+    assert str(other) in result.stderr
+    assert {"truncated": "truncated or corrupt", "missing": "does not exist",
+            "pretrained": "output_weights: missing"}[damage] in result.stderr
+    assert "using the fine-tuned model" not in result.stderr
+    assert (output_dir / "eval_results.txt").read_text() == "earlier results\n"
+    without_init = {k: v for k, v in flags.items() if k != "init_checkpoint"}
+    _check_ok(_run("--do_eval", task_name="MNLI", data_dir=data_dir, output_dir=output_dir,
+                   **without_init))
+    assert "eval_accuracy" in (output_dir / "eval_results.txt").read_text()

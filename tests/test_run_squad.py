@@ -175,10 +175,18 @@ def test_v2_null_odds_and_a_rerun_with_a_threshold(fixtures_dir, uncased_vocab, 
                                              predictions, metrics.VERSION_2, null_odds)
     nbest = read_json(out / "nbest_predictions.json")
 
-    # The original's v2.0 recipe: predict again with a threshold, --init_checkpoint still the
-    # pretrained model (no SQuAD head): the model fine-tuned in --output_dir answers.
+    # The original's v2.0 recipe, predicting again with a threshold: --init_checkpoint still
+    # the pretrained model (no SQuAD head) is refused, whatever --output_dir holds, and leaves
+    # the predictions as they were; without it, the model fine-tuned in --output_dir answers.
     threshold = float(np.median(list(null_odds.values())))
-    check_success(run_squad(*common, f"--null_score_diff_threshold={threshold}"))
+    before = (out / "predictions.json").read_bytes()
+    refused = run_squad(*common, f"--null_score_diff_threshold={threshold}")
+    assert refused.returncode != 0
+    assert "cls/squad/output_weights: missing" in refused.stderr
+    assert "--init_checkpoint must hold a fine-tuned model" in refused.stderr
+    assert (out / "predictions.json").read_bytes() == before
+    without_init = [flag for flag in common if not flag.startswith("--init_checkpoint=")]
+    check_success(run_squad(*without_init, f"--null_score_diff_threshold={threshold}"))
     assert read_json(out / "null_odds.json") == pytest.approx(null_odds, abs=1e-5)
     rerun = read_json(out / "predictions.json")
     for qid, odds in null_odds.items():

@@ -180,23 +180,22 @@ def restore(run: FineTuningRun, task: FineTuningTask) -> Trained:
     """The fine-tuned model, head included, loaded strictly, to evaluate or predict without
     training.
 
-    `run.init_checkpoint` is used when it holds such a model; otherwise (not given, or a
-    pretrained checkpoint without the head, as in the original's reruns) the model fine-tuned in
+    From `run.init_checkpoint` when it is given: a checkpoint that is missing, damaged or without
+    the task's head (a pretrained one) stops the run with its error, so that results never come
+    from another model than the one named. Only when it is not given, from the model fine-tuned in
     `run.output_dir`.
     """
     with run.strategy.scope():
         model = task.build_model()
-    error = None
-    for path in filter(None, (run.init_checkpoint, run.output_dir)):
-        try:
-            found = checkpoints.load_checkpoint(model, path)
-        except (checkpoints.CheckpointMismatchError, FileNotFoundError, ValueError) as failure:
-            error = error or failure
-            continue
-        logging.info("using the fine-tuned model of %s (%s)", path, found)
-        return Trained(model, None, checkpoints.checkpoint_step(path))
-    raise type(error)(f"{error}\nWithout --do_train, --init_checkpoint or --output_dir must hold "
-                      f"a fine-tuned model ({task.head}), not a pretrained checkpoint") from None
+    path = run.init_checkpoint or run.output_dir
+    flag = "--init_checkpoint" if run.init_checkpoint else "--output_dir"
+    try:
+        found = checkpoints.load_checkpoint(model, path)
+    except (checkpoints.CheckpointMismatchError, FileNotFoundError) as error:
+        raise type(error)(f"{error}\nWithout --do_train, {flag} must hold a fine-tuned model "
+                          f"({task.head}), not a pretrained checkpoint") from None
+    logging.info("using the fine-tuned model of %s (%s)", path, found)
+    return Trained(model, None, checkpoints.checkpoint_step(path))
 
 
 def predict(model: keras.Model, arrays: Mapping[str, np.ndarray], batch_size: int,
