@@ -7,8 +7,6 @@ from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from modeling.heads import MaskedLMHead, OutputProjection
 
-PRETRAINING_INPUTS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
-
 
 class BertPretrainer(keras.Model):
     """Masked LM (tied to the word embeddings) plus next-sentence prediction on the pooled output.
