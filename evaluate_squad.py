@@ -17,7 +17,7 @@ import sys
 from typing import Any, Callable, Sequence
 
 from data.squad import metrics as squad_metrics
-from data.squad.examples import load_squad_json
+from data.squad.examples import load_squad_json, read_json
 
 
 def _parse_args(argv: Sequence[str] | None) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
@@ -42,13 +42,7 @@ def _parse_args(argv: Sequence[str] | None) -> tuple[argparse.ArgumentParser, ar
 def _load_json_object(path: str, what: str, is_valid: Callable[[Any], bool],
                       expected: str) -> dict[str, Any]:
     """Reads a JSON object whose values all pass `is_valid`, naming the file on error."""
-    try:
-        with open(path, "r", encoding="utf-8") as reader:
-            value = json.load(reader)
-    except OSError as error:
-        raise ValueError(f"{path}: cannot read the {what} file: {error}") from error
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ValueError(f"{path}: the {what} file is not valid JSON: {error}") from error
+    value = read_json(path, what)
     if not isinstance(value, dict):
         raise ValueError(f"{path}: the {what} file should hold a JSON object keyed by "
                          "question id")

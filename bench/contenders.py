@@ -62,7 +62,7 @@ class ThisProject:
         sys.path.insert(0, REPO_ROOT)
         import keras
         import tensorflow as tf
-        from modeling.encoder import BertEncoder
+        from modeling.encoder import ENCODER_INPUTS, BertEncoder
         from training.xla_choice import prefers_xla
         keras.mixed_precision.set_dtype_policy(
             "mixed_bfloat16" if case.dtype == "bfloat16" else "float32")
@@ -71,7 +71,7 @@ class ThisProject:
             return self._train_step(case, config, workdir)
         encoder = BertEncoder(config)
         inputs = {k: tf.constant(v) for k, v in synthetic_batch(case).items()
-                  if k in ("input_ids", "input_mask", "segment_ids")}
+                  if k in ENCODER_INPUTS}
         forward = tf.function(lambda x: encoder(x, training=False)["sequence_output"],
                               jit_compile=prefers_xla(encoder.compute_dtype,
                                                       case.batch_size * case.seq_length,

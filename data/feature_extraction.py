@@ -14,6 +14,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from data import tokenization
+from data.tfrecord_schema import ENCODER_INPUTS
 from data.classifier.features import InputExample, example_tokens
 
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
@@ -54,7 +55,7 @@ def convert_example(example: InputExample, max_seq_length: int,
 def features_to_arrays(features: Sequence[ExtractionFeatures]) -> dict[str, np.ndarray]:
     """Stacks a batch into int32 [B, T] arrays keyed `input_ids`, `input_mask`, `segment_ids`."""
     return {name: np.array([getattr(f, name) for f in features], np.int32)
-            for name in ("input_ids", "input_mask", "segment_ids")}
+            for name in ENCODER_INPUTS}
 
 
 def format_output_line(features: ExtractionFeatures, layer_indexes: Sequence[int],

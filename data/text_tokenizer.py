@@ -20,6 +20,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from data import tokenization
+from data.tfrecord_schema import INPUT_IDS, INPUT_MASK, SEGMENT_IDS
 
 # Bits of the per-code-point class table.
 _REMOVE, _SPACE, _CJK, _PUNCT, _CASED, _CASE_IGNORABLE = 1, 2, 4, 8, 16, 32
@@ -337,7 +338,7 @@ class TextTokenizer(tf.Module):
                                 + [tf.ones_like(p) for p in pieces[3:]], axis=1)
         shape = [None, max_seq_length]
         return {
-            "input_ids": input_ids.to_tensor(0, shape=shape),
-            "input_mask": tf.ones_like(input_ids).to_tensor(0, shape=shape),
-            "segment_ids": segment_ids.to_tensor(0, shape=shape),
+            INPUT_IDS: input_ids.to_tensor(0, shape=shape),
+            INPUT_MASK: tf.ones_like(input_ids).to_tensor(0, shape=shape),
+            SEGMENT_IDS: segment_ids.to_tensor(0, shape=shape),
         }

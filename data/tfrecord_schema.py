@@ -23,6 +23,8 @@ NEXT_SENTENCE_LABELS = "next_sentence_labels"
 START_POSITIONS = "start_positions"
 END_POSITIONS = "end_positions"
 UNIQUE_IDS = "unique_ids"
+# The encoder's inputs, int32 [B, T] (or [B, C, T] for multiple choice).
+ENCODER_INPUTS = (INPUT_IDS, INPUT_MASK, SEGMENT_IDS)
 
 INT64 = "int64"
 FLOAT = "float"

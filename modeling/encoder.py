@@ -7,6 +7,9 @@ from modeling.embeddings import BertEmbeddings
 from modeling.initializers import weight_initializer
 from modeling.transformer_layer import TransformerLayer
 
+# The encoder's input keys, which are the TFRecord feature keys (data/tfrecord_schema.py).
+ENCODER_INPUTS = ("input_ids", "input_mask", "segment_ids")
+
 
 class Pooler(keras.layers.Layer):
     """tanh(dense(first token)): the sentence representation of the original `get_pooled_output`."""
@@ -43,7 +46,7 @@ class BertEncoder(keras.Model):
 
     def __init__(self, config: BertConfig, **kwargs):
         inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
-                  for name in ("input_ids", "input_mask", "segment_ids")}
+                  for name in ENCODER_INPUTS}
         embeddings = BertEmbeddings(
             config.vocab_size, config.hidden_size, config.type_vocab_size,
             config.max_position_embeddings, config.hidden_dropout_prob, config.initializer_range,

@@ -4,10 +4,8 @@ import tensorflow as tf
 
 from modeling import losses
 from modeling.config import BertConfig
-from modeling.encoder import BertEncoder
+from modeling.encoder import ENCODER_INPUTS, BertEncoder
 from modeling.heads import MaskedLMHead, OutputProjection
-
-PRETRAINING_INPUTS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
 
 
 class BertPretrainer(keras.Model):
@@ -32,7 +30,7 @@ class BertPretrainer(keras.Model):
 
     def call(self, inputs, training=None):
         encoder_outputs = self.encoder(
-            {k: inputs[k] for k in ("input_ids", "input_mask", "segment_ids")}, training=training)
+            {k: inputs[k] for k in ENCODER_INPUTS}, training=training)
         masked_lm_logits = self.masked_lm(
             encoder_outputs["sequence_output"], inputs["masked_lm_positions"],
             self.encoder.word_embeddings)

@@ -3,10 +3,8 @@ import keras
 import tensorflow as tf
 
 from modeling.config import BertConfig
-from modeling.encoder import BertEncoder
+from modeling.encoder import ENCODER_INPUTS, BertEncoder
 from modeling.heads import OutputProjection
-
-ENCODER_INPUTS = ("input_ids", "input_mask", "segment_ids")
 
 
 class _TaskModel(keras.Model):

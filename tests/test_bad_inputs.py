@@ -164,6 +164,7 @@ def test_the_table_covers_every_script_with_thirty_cases():
     assert {script for _, script, *_ in _CASES} == set(_BASE_FLAGS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script,files,flags,cause", [case[1:] for case in _CASES],
                          ids=[case[0] for case in _CASES])
 def test_bad_input_is_named_and_nothing_is_written(model, fixtures_dir, tmp_path, script, files,

@@ -3,6 +3,8 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 from data import tokenization
 from data.pretraining import masked_lm
 
@@ -14,6 +16,7 @@ def _run(*args):
                           capture_output=True, text=True, cwd=REPO_ROOT, timeout=900)
 
 
+@pytest.mark.slow
 def test_vocabulary_from_wikitext_tokenizes_held_out_text(tmp_path, shared_data_dir):
     """Learned on the first 3,000 lines of WikiText-2 test, applied to the next 3,000."""
     corpus = shared_data_dir / "wikitext-2-raw" / "wiki.test.sentences.txt"

@@ -166,6 +166,7 @@ def _run_script(*args):
                           capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_script_says_what_it_found_and_refuses_bad_input(fixtures_dir, uncased_vocab, tmp_path):
     prefix = tiny_dir(fixtures_dir) / "squad" / "model.ckpt"
     result = _run_script(f"--input={prefix}", f"--output={tmp_path / 'hf'}", "--to=hf",

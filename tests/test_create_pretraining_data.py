@@ -335,6 +335,7 @@ def _conll_corpus(shared_data_dir, path):
     return path
 
 
+@pytest.mark.slow
 def test_statistics_on_conll_news_match_the_reference_within_the_issue_tolerances(
         tmp_path, shared_data_dir, uncased_vocab):
     """Three seeds of each (about 35,000 instances a run), pooled.

@@ -73,8 +73,9 @@ def test_any_length_up_to_max_positions_and_batch_size():
         assert len(outputs["encoder_outputs"]) == 1
 
 
-@pytest.mark.parametrize("layers,hidden,expected", [(12, 768, 109_482_240), (24, 1024, 335_141_888),
-                                                   (2, 128, 4_385_920)])
+@pytest.mark.parametrize("layers,hidden,expected", [
+    (12, 768, 109_482_240), pytest.param(24, 1024, 335_141_888, marks=pytest.mark.slow),
+    (2, 128, 4_385_920)])
 def test_parameter_counts_equal_the_released_models(layers, hidden, expected):
     """BERT-Base, BERT-Large and the small L-2/H-128 (uncased vocabulary)."""
     config = BertConfig(vocab_size=30522, hidden_size=hidden, num_hidden_layers=layers,

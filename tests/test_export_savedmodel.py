@@ -21,6 +21,8 @@ from modeling.checkpoints.heads import ModelSpec, build_model
 from modeling.config import BertConfig
 from serving.servers import TextModelServer
 
+pytestmark = pytest.mark.slow
+
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 MAX_SEQ_LENGTH = 24
 SINGLES = ["Hello, World!", "Naïve café — résumé in ÅNGSTRÖM",

@@ -68,7 +68,7 @@ def test_script_reproduces_the_original_output(fixtures_dir, uncased_vocab, tmp_
     assert not list(tmp_path.glob("*.tmp"))
 
 
-@pytest.mark.parametrize("output_format", ["keras", "hf"])
+@pytest.mark.parametrize("output_format", ["keras", pytest.param("hf", marks=pytest.mark.slow)])
 def test_the_same_model_in_the_other_formats_gives_the_same_output(
         fixtures_dir, uncased_vocab, tmp_path, output_format):
     tiny = fixtures_dir / "original" / "tiny"

@@ -292,6 +292,7 @@ def mirrored_trajectory_check(fixtures_dir: str, xla_update_min_elements: int) -
     assert found is slot.value
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("xla_update_min_elements", [1 << 62, 0], ids=["plain_ops", "xla_update"])
 def test_mirrored_strategy_two_replicas_match_one_device(fixtures_dir, xla_update_min_elements):
     code = ("import sys; sys.path[:0] = [sys.argv[1], sys.argv[1] + '/tests']; "

@@ -28,6 +28,8 @@ from synthetic import corpus
 from tests.conftest import REPO_ROOT
 from training.run_guards import exclusive_output_dir
 
+pytestmark = pytest.mark.slow
+
 _SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 _MNLI_COLUMNS = ["index", "promptID", "pairID", "genre", "sentence1_binary_parse",
                  "sentence2_binary_parse", "sentence1_parse", "sentence2_parse", "sentence1",

@@ -11,6 +11,8 @@ from synthetic import swag_ner
 from tests.conftest import REPO_ROOT
 from tests.tiny_task_model import flag_args, write_tiny_model
 
+pytestmark = pytest.mark.slow
+
 _LABELS = ["O", "B-LOC", "I-LOC", "B-MISC", "I-MISC", "B-ORG", "I-ORG", "B-PER", "I-PER"]
 _TYPES = ("LOC", "MISC", "ORG", "PER")
 

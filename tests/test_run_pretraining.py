@@ -18,6 +18,8 @@ from modeling.config import BertConfig
 from modeling.pretrainer import BertPretrainer
 from tests.pretraining_runs import command, free_ports, read_results, run, write_config
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def records(fixtures_dir):

@@ -26,6 +26,8 @@ from modeling.task_models import BertSpanLabeler
 from synthetic.squad import write_squad_files
 from tests.conftest import REPO_ROOT
 
+pytestmark = pytest.mark.slow
+
 TINY = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
             intermediate_size=64, hidden_act="gelu", hidden_dropout_prob=0.0,
             attention_probs_dropout_prob=0.0, max_position_embeddings=128, type_vocab_size=2,

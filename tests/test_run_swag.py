@@ -12,6 +12,8 @@ from synthetic import swag_ner
 from tests.conftest import REPO_ROOT
 from tests.tiny_task_model import flag_args, write_tiny_model
 
+pytestmark = pytest.mark.slow
+
 
 def _run(**flags) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(REPO_ROOT / "run_swag.py"), *flag_args(flags)],

@@ -148,6 +148,7 @@ def test_preprocessor_hand_computed(tokenizer, vocab_file):
     assert bool(preprocessor.do_lower_case.numpy())
 
 
+@pytest.mark.slow
 def test_classifier_text_model(tokenizer, vocab_file, config):
     model = BertClassifier(config, num_labels=3)
     signatures = TextModelServer(model, tokenizer, T, vocab_file).signatures()

@@ -153,6 +153,7 @@ def test_rejects_vocab_without_special_tokens(tmp_path):
         text_tokenizer.TextTokenizer(vocab)
 
 
+@pytest.mark.slow
 def test_tf_data_and_saved_model_round_trip(tmp_path, tokenizers, full_tokenizers):
     tokenizer = tokenizers[True]
     module = tf.Module()

@@ -4,6 +4,7 @@ import pytest
 import tensorflow as tf
 
 from data import tfrecord_schema as schema
+from modeling import encoder, task_models
 from tests import tf_examples
 
 PRETRAINING_ORDER = ["input_ids", "input_mask", "segment_ids", "masked_lm_positions",
@@ -20,6 +21,12 @@ def test_pretraining_fields_are_the_original_keys_in_its_order():
     assert [field.key for field in fields] == PRETRAINING_ORDER
     assert [field.length for field in fields] == [128, 128, 128, 20, 20, 20, 1]
     assert [field.dtype for field in fields] == ["int64"] * 5 + ["float", "int64"]
+
+
+def test_the_model_input_keys_are_the_schema_keys():
+    assert schema.ENCODER_INPUTS == ("input_ids", "input_mask", "segment_ids")
+    assert encoder.ENCODER_INPUTS == schema.ENCODER_INPUTS
+    assert task_models.ENCODER_INPUTS is encoder.ENCODER_INPUTS
 
 
 def test_feature_spec_matches_the_original_reader():

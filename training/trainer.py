@@ -161,8 +161,8 @@ class Trainer:
         iterator, checkpointable = self._iterator(dataset_fn)
         if self.model.trainable_variables:
             # The slots made here, not inside the step's first trace: a tf.function that creates
-            # variables is traced twice and lifts each initializer into a conditional (MiniLM's
-            # first MRPC step took 21.5 s that way, 9 s this way).
+            # variables is traced twice and lifts each initializer into a conditional, which
+            # makes the first step about twice as slow.
             with self.strategy.scope():
                 self.optimizer.build(self.model.trainable_variables)
         # Dropout's random-generator states, so that a resumed run draws the same masks.

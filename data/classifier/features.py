@@ -13,6 +13,7 @@ from absl import logging
 import numpy as np
 
 from data import tokenization
+from data.tfrecord_schema import ENCODER_INPUTS
 
 _CLS = "[CLS]"
 _SEP = "[SEP]"
@@ -182,7 +183,7 @@ def features_to_arrays(features: Sequence[InputFeatures], is_regression: bool = 
     def stack(name: str, dtype: type) -> np.ndarray:
         return np.asarray([getattr(f, name) for f in features], dtype=dtype)
 
-    arrays = {name: stack(name, np.int32) for name in ("input_ids", "input_mask", "segment_ids")}
+    arrays = {name: stack(name, np.int32) for name in ENCODER_INPUTS}
     label_dtype = np.float32 if is_regression else np.int32
     arrays["label_ids"] = stack("label_id", label_dtype)
     arrays["is_real_example"] = stack("is_real_example", np.int32)

@@ -18,7 +18,7 @@ from absl import logging
 from data.classifier.features import InputExample
 
 Role = Literal["train", "eval", "predict"]
-# Metric kinds; `classification_metrics.task_metrics` computes each.
+# Metric kinds; `data.classifier.metrics.task_metrics` computes each.
 ACCURACY = "accuracy"
 MATTHEWS = "matthews_corrcoef"
 F1 = "f1"

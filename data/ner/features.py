@@ -18,6 +18,7 @@ import numpy as np
 
 from data import tokenization
 from data.ner import conll
+from data.tfrecord_schema import INPUT_IDS, INPUT_MASK, SEGMENT_IDS
 from utils import output_files
 
 IGNORED_LABEL_ID = -1
@@ -46,8 +47,8 @@ class NerFeatures:
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         """The model inputs and labels keyed by the TFRecord schema names, for `tf.data`."""
-        return {"input_ids": self.input_ids, "input_mask": self.input_mask,
-                "segment_ids": self.segment_ids, "label_ids": self.label_ids}
+        return {INPUT_IDS: self.input_ids, INPUT_MASK: self.input_mask,
+                SEGMENT_IDS: self.segment_ids, "label_ids": self.label_ids}
 
 
 def context_window(num_left: int, sentence_length: int, num_right: int,

@@ -59,19 +59,28 @@ class SquadReadResult:
     skipped: list[SkippedAnswer]
 
 
+def read_json(path: str | os.PathLike, what: str) -> Any:
+    """The JSON value in a file; `what` names the file in errors ("the {what} file").
+
+    Raises:
+      ValueError: the file cannot be read or is not JSON.
+    """
+    try:
+        with open(path, "r", encoding="utf-8") as reader:
+            return json.load(reader)
+    except OSError as error:
+        raise ValueError(f"{path}: cannot read the {what} file: {error}") from error
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path}: the {what} file is not valid JSON: {error}") from error
+
+
 def load_squad_json(input_file: str | os.PathLike) -> dict[str, Any]:
     """Reads an official-format SQuAD file and checks its top-level layout.
 
     Raises:
       ValueError: the file cannot be read, is not JSON, or has no "data" list.
     """
-    try:
-        with open(input_file, "r", encoding="utf-8") as reader:
-            dataset = json.load(reader)
-    except OSError as error:
-        raise ValueError(f"{input_file}: cannot read file: {error}") from error
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ValueError(f"{input_file}: not valid JSON: {error}") from error
+    dataset = read_json(input_file, "SQuAD")
     if not isinstance(dataset, dict) or not isinstance(dataset.get("data"), list):
         raise ValueError(f'{input_file}: missing the top-level "data" list of articles')
     return dataset

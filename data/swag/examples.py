@@ -19,6 +19,7 @@ import numpy as np
 
 from data import tokenization
 from data.classifier import features as classifier_features
+from data.tfrecord_schema import ENCODER_INPUTS, INPUT_IDS, INPUT_MASK, SEGMENT_IDS
 from utils import output_files
 
 NUM_CHOICES = 4
@@ -147,8 +148,7 @@ def convert_examples_to_arrays(examples: Sequence[SwagExample],
     if max_seq_length < 3:
         raise ValueError(f"max_seq_length must be at least 3, got {max_seq_length}")
     shape = (len(examples), NUM_CHOICES, max_seq_length)
-    arrays = {name: np.zeros(shape, dtype=np.int32)
-              for name in ("input_ids", "input_mask", "segment_ids")}
+    arrays = {name: np.zeros(shape, dtype=np.int32) for name in ENCODER_INPUTS}
     arrays["label_ids"] = np.asarray([example.label or 0 for example in examples], dtype=np.int32)
     for row, example in enumerate(examples):
         context_tokens = tokenizer.tokenize(example.context_sentence)
@@ -157,9 +157,9 @@ def convert_examples_to_arrays(examples: Sequence[SwagExample],
             tokens, segment_ids = choice_tokens(
                 context_tokens, start_tokens + tokenizer.tokenize(ending), max_seq_length)
             length = len(tokens)
-            arrays["input_ids"][row, choice, :length] = tokenizer.convert_tokens_to_ids(tokens)
-            arrays["input_mask"][row, choice, :length] = 1
-            arrays["segment_ids"][row, choice, :length] = segment_ids
+            arrays[INPUT_IDS][row, choice, :length] = tokenizer.convert_tokens_to_ids(tokens)
+            arrays[INPUT_MASK][row, choice, :length] = 1
+            arrays[SEGMENT_IDS][row, choice, :length] = segment_ids
     return arrays
 
 
