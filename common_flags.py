@@ -8,6 +8,7 @@ from absl import flags, logging
 import keras
 import tensorflow as tf
 
+from data import tokenization
 from training.distribution import get_strategy
 from training.optimizer import create_optimizer
 from training.precision import needs_loss_scaling, set_dtype_policy
@@ -61,6 +62,20 @@ def check_fine_tuning_flags(config) -> None:
     for name in (f"{action[3:]}_batch_size" for action in actions):
         if FLAGS[name].value < 1:
             raise ValueError(f"--{name}={FLAGS[name].value} must be positive")
+
+
+def tokenizer_from_flags(config) -> tokenization.FullTokenizer:
+    """The tokenizer of --vocab_file and --do_lower_case, checked against the model: a token id
+    past the embedding table would fail inside a step (or embed as zeros on GPUs)."""
+    if "init_checkpoint" in FLAGS:
+        tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case, FLAGS.init_checkpoint)
+    tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
+    size = max(tokenizer.vocab.values(), default=-1) + 1
+    if size > config.vocab_size:
+        raise ValueError(f"--vocab_file={FLAGS.vocab_file} has {size} tokens, more than the "
+                         f"model's vocab_size={config.vocab_size} (--bert_config_file="
+                         f"{FLAGS.bert_config_file}): is it the model's own vocab.txt?")
+    return tokenizer
 
 
 def define_training_flags():

@@ -10,7 +10,6 @@ from absl import app, flags, logging
 import tensorflow as tf
 
 import common_flags
-from data import tokenization
 from data.feature_extraction import (convert_example, features_to_arrays, format_output_line,
                                      parse_layer_indexes, read_examples)
 from modeling import checkpoints
@@ -43,7 +42,7 @@ def main(_):
     config = BertConfig.from_json_file(FLAGS.bert_config_file)
     common_flags.check_max_seq_length(config)
     layer_indexes = parse_layer_indexes(FLAGS.layers, config.num_hidden_layers)
-    tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
+    tokenizer = common_flags.tokenizer_from_flags(config)
     encoder = BertEncoder(config)
     checkpoints.load_checkpoint(encoder, FLAGS.init_checkpoint)
     run = tf.function(lambda inputs: encoder(inputs, training=False)["encoder_outputs"])

@@ -27,7 +27,6 @@ import numpy as np
 import tensorflow as tf
 
 import common_flags
-from data import tokenization
 from data.classifier import glue_tasks
 from data.classifier.features import InputExample, convert_examples_to_features, features_to_arrays
 from data.classifier.glue_submission import write_submission, write_test_results
@@ -217,8 +216,7 @@ def main(_):
     task = glue_tasks.get_task(FLAGS.task_name)
     config = BertConfig.from_json_file(FLAGS.bert_config_file)
     _check_flags(task, config)
-    tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case, FLAGS.init_checkpoint)
-    tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
+    tokenizer = common_flags.tokenizer_from_flags(config)
     splits = _read_splits(task, tokenizer)
     strategy = common_flags.setup_from_flags()
     run = common_flags.fine_tuning_run(strategy)

@@ -29,7 +29,6 @@ import numpy as np
 import tensorflow as tf
 
 import common_flags
-from data import tokenization
 from data.feature_extraction import parse_layer_indexes
 from data.ner import conll, feature_cache, features as ner_features, metrics
 from modeling import losses
@@ -302,8 +301,7 @@ def _evaluate(model, config, split: str, path: str, data: conll.ConllData,
 def main(_):
     config = BertConfig.from_json_file(FLAGS.bert_config_file)
     layers = _check_flags(config)
-    tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case, FLAGS.init_checkpoint)
-    tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
+    tokenizer = common_flags.tokenizer_from_flags(config)
     splits = _read_splits()
     labels = _label_list(splits)
     features = _features(splits, tokenizer, labels)

@@ -28,7 +28,7 @@ from data.squad.examples import SquadExample, load_squad_json, read_squad_exampl
 from data.squad.features import SquadFeatures, convert_examples_to_features, features_to_arrays
 from data.squad.predictions import (RawResult, SquadPredictions, compute_predictions,
                                     write_predictions)
-from data.tokenization import FullTokenizer, validate_case_matches_checkpoint
+from data.tokenization import FullTokenizer
 from modeling import losses
 from modeling.config import BertConfig
 from modeling.task_models import BertSpanLabeler
@@ -64,7 +64,6 @@ _CHUNK = 4096
 
 def _check_flags(config: BertConfig) -> None:
     """The original's checks, plus the flags that would leave no room for the context."""
-    validate_case_matches_checkpoint(FLAGS.do_lower_case, FLAGS.init_checkpoint)
     common_flags.check_fine_tuning_flags(config)
     if FLAGS.do_train and not FLAGS.train_file:
         raise ValueError("--do_train needs --train_file")
@@ -209,7 +208,7 @@ def _read_inputs() -> tuple[list[SquadExample], list[SquadExample], dict]:
 def main(_):
     config = BertConfig.from_json_file(FLAGS.bert_config_file)
     _check_flags(config)
-    tokenizer = FullTokenizer(FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
+    tokenizer = common_flags.tokenizer_from_flags(config)
     train_examples, predict_examples, predict_json = _read_inputs()
     strategy = common_flags.setup_from_flags()
     run = common_flags.fine_tuning_run(strategy)

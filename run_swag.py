@@ -24,7 +24,6 @@ import numpy as np
 import tensorflow as tf
 
 import common_flags
-from data import tokenization
 from data.swag import examples as swag
 from data.classifier.metrics import loss_metrics
 from modeling import losses
@@ -110,8 +109,7 @@ def _predict(model, examples: list[swag.SwagExample], tokenizer) -> None:
 def main(_):
     config = BertConfig.from_json_file(FLAGS.bert_config_file)
     common_flags.check_fine_tuning_flags(config)
-    tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case, FLAGS.init_checkpoint)
-    tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
+    tokenizer = common_flags.tokenizer_from_flags(config)
     examples = _read_splits()
     tf.io.gfile.makedirs(FLAGS.output_dir)
     strategy = common_flags.setup_from_flags()

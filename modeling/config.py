@@ -21,6 +21,12 @@ RELEASE_EXTRA_KEYS = (
 )
 
 
+# Sizes that a model needs at least one of (a table of 0 rows makes every lookup fail inside a
+# training step, or return zeros on GPUs).
+_POSITIVE_SIZES = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                   "intermediate_size", "max_position_embeddings", "type_vocab_size")
+
+
 @dataclasses.dataclass
 class BertConfig:
     """Configuration of a BERT encoder; the field names are the `bert_config.json` keys."""
@@ -54,6 +60,12 @@ class BertConfig:
         for field in dataclasses.fields(self):
             if field.name != "extra":
                 _check_type(field.name, getattr(self, field.name), field.type)
+        for name in _POSITIVE_SIZES:
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} ({getattr(self, name)}) must be at least 1")
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            if not 0 <= getattr(self, name) < 1:
+                raise ValueError(f"{name} ({getattr(self, name)}) must be in [0, 1)")
         if self.hidden_size % self.num_attention_heads:
             raise ValueError(
                 f"hidden_size ({self.hidden_size}) is not a multiple of num_attention_heads "

@@ -138,6 +138,30 @@ _CASES = [
      {"corpus.txt": "One sentence.\nTwo sentences.\n", "vocab.txt": "[PAD]\n[UNK]\n[CLS]\n[SEP]\n"},
      ["--input_file={data}/corpus.txt", "--output_file={out}/x.tfrecord",
       "--vocab_file={data}/vocab.txt"], "[MASK]"),
+    ("extract_features_vocab_beyond_the_embeddings", "extract_features.py",
+     {"input.txt": "a b\n"},
+     ["--input_file={data}/input.txt", "--output_file={out}/features.jsonl",
+      "--layers=-1", "--vocab_file={longer_vocab}"], "more than the model's vocab_size"),
+    ("glue_vocab_beyond_the_embeddings", "run_classifier.py",
+     {"train.tsv": _RTE_HEADER + _RTE_ROW}, _CLASSIFIER + ["--vocab_file={longer_vocab}"],
+     "tokens, more than the model's vocab_size"),
+    ("glue_config_vocab_size_zero", "run_classifier.py",
+     {"train.tsv": _RTE_HEADER + _RTE_ROW, "bert_config.json": json.dumps({
+         "vocab_size": 0, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,
+         "intermediate_size": 16})},
+     _CLASSIFIER + ["--bert_config_file={data}/bert_config.json", "--init_checkpoint="],
+     "bert_config.json: vocab_size (0) must be at least 1"),
+    ("swag_config_dropout_of_one", "run_swag.py",
+     {"train.csv": _SWAG_HEADER + _SWAG_ROW, "bert_config.json": json.dumps({
+         "vocab_size": 30, "hidden_dropout_prob": 1.0})},
+     _SWAG + ["--bert_config_file={data}/bert_config.json", "--init_checkpoint="],
+     "hidden_dropout_prob (1.0) must be in [0, 1)"),
+    ("squad_question_id_twice", "run_squad.py", {"train.json": json.dumps(
+        {**_SQUAD, "data": _SQUAD["data"] * 2})}, _SQUAD_FLAGS,
+     "train.json: question id 'q1' is given twice (articles 0 and 1)"),
+    ("squad_paragraph_without_context", "run_squad.py", {"train.json": json.dumps(
+        {"version": "1.1", "data": [{"paragraphs": [{"qas": []}]}]})}, _SQUAD_FLAGS,
+     'train.json: a paragraph of article 0: missing key "context"'),
     ("extract_features_bad_layers", "extract_features.py", {"input.txt": "a b\n"},
      ["--input_file={data}/input.txt", "--output_file={out}/features.jsonl", "--layers=-5"],
      "--layers: -5 is outside the model's 2 layers"),
@@ -176,6 +200,10 @@ def test_bad_input_is_named_and_nothing_is_written(model, fixtures_dir, tmp_path
     (out / _EARLIER).write_text("the user's earlier results\n")
     values = {"data": data, "out": out, "records": _records(fixtures_dir),
               "pretraining_config": write_config(str(tmp_path)), **model}
+    if any("{longer_vocab}" in flag for flag in flags):
+        values["longer_vocab"] = tmp_path / "longer_vocab.txt"
+        extra = "".join(f"extra{i}\n" for i in range(50))
+        values["longer_vocab"].write_text(pathlib.Path(model["vocab_file"]).read_text() + extra)
     if any("{damaged}" in flag for flag in flags):
         values["damaged"] = _damaged_checkpoint(model, tmp_path / "damaged")
     named = {flag.split("=")[0] for flag in flags}

@@ -120,11 +120,13 @@ def read_squad_examples(input_file: str | os.PathLike, is_training: bool,
       version_2_with_negative: read each question's "is_impossible" (training only).
 
     Raises:
-      ValueError: malformed file; the message names the file and the question id.
+      ValueError: malformed file (a missing key, a question id given twice, ...); the message
+        names the file and the question id.
     """
     dataset = load_squad_json(input_file)
     examples: list[SquadExample] = []
     skipped: list[SkippedAnswer] = []
+    articles_of_ids: dict[str, int] = {}
     for article_index, article in enumerate(dataset["data"]):
         for paragraph in _require(article, "paragraphs", list, input_file,
                                   f"article {article_index}"):
@@ -135,6 +137,12 @@ def read_squad_examples(input_file: str | os.PathLike, is_training: bool,
                                f"a paragraph of article {article_index}"):
                 example = _read_question(qa, doc_tokens, char_to_word_offset, context,
                                          is_training, version_2_with_negative, input_file)
+                if example.qas_id in articles_of_ids:
+                    raise ValueError(
+                        f"{input_file}: question id {example.qas_id!r} is given twice (articles "
+                        f"{articles_of_ids[example.qas_id]} and {article_index}): one's "
+                        "prediction would replace the other's; give each question its own id")
+                articles_of_ids[example.qas_id] = article_index
                 if isinstance(example, SkippedAnswer):
                     skipped.append(example)
                 else:
