@@ -15,11 +15,9 @@ import os
 from absl import app, flags
 import tensorflow as tf
 
+from checkpoint_flags import define_input_flags, read_input_model
 from data import tokenization
 from data.text_tokenizer import TextTokenizer
-from modeling.checkpoints.folders import read_model
-from modeling.checkpoints.formats import DESCRIPTIONS, FORMATS, detect_format
-from modeling.checkpoints.heads import HEAD_NAMES
 from serving.servers import EncoderServer, Preprocessor, TextModelServer
 from utils.output_files import atomic_output_folder, check_output_folder
 
@@ -27,14 +25,10 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("input", None, "Checkpoint prefix or folder, in any format.")
 flags.DEFINE_string("output", None, "Output folder (absent or empty).")
 flags.DEFINE_integer("max_seq_length", 128, "Sequence length of the packed inputs.")
-flags.DEFINE_enum("input_format", None, FORMATS, "Input format; detected when not given.")
-flags.DEFINE_string("bert_config_file", None,
-                    "bert_config.json of a tf1/keras input; default: the one beside it.")
-flags.DEFINE_string("vocab_file", None, "vocab.txt of the input; default: the one beside it.")
-flags.DEFINE_bool("do_lower_case", None, "Lower-case the input text; default: as the input "
-                  "says (hf, keras), else True.")
-flags.DEFINE_enum("head", None, HEAD_NAMES, "Head of a keras checkpoint written without "
-                  "model_spec.json.")
+define_input_flags(
+    do_lower_case_help="Lower-case the input text; default: as the input says (hf, keras), "
+                       "else True.",
+    head_help="Head of a keras checkpoint written without model_spec.json.")
 flags.mark_flags_as_required(["input", "output"])
 
 TEXT_MODEL, PREPROCESSING, ENCODER = "text_model", "preprocessing", "encoder"
@@ -42,17 +36,11 @@ TEXT_MODEL, PREPROCESSING, ENCODER = "text_model", "preprocessing", "encoder"
 
 def main(_):
     check_output_folder(FLAGS.output)
-    input_format = FLAGS.input_format or detect_format(FLAGS.input)
-    print(f"input {FLAGS.input}: {DESCRIPTIONS[input_format]}")
-    loaded = read_model(FLAGS.input, input_format, FLAGS.bert_config_file, FLAGS.vocab_file,
-                        FLAGS.head)
+    loaded, do_lower_case = read_input_model()
     config = loaded.model.config
     if not 3 <= FLAGS.max_seq_length <= config.max_position_embeddings:
         raise ValueError(f"--max_seq_length={FLAGS.max_seq_length} must be in [3, "
                          f"max_position_embeddings={config.max_position_embeddings}]")
-    do_lower_case = FLAGS.do_lower_case
-    if do_lower_case is None:
-        do_lower_case = True if loaded.do_lower_case is None else loaded.do_lower_case
     tokenization.validate_case_matches_checkpoint(do_lower_case, FLAGS.input)
     tokenizer = TextTokenizer(loaded.vocab_file, do_lower_case)
     encoder = getattr(loaded.model, "encoder", loaded.model)

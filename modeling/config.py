@@ -7,6 +7,7 @@ import logging
 import os
 from typing import Any
 
+from utils.json_files import read_json_object
 from utils.output_files import write_text_atomically
 
 # Keys that Google's multilingual and Chinese releases carry beyond the 11 of the original code. They
@@ -95,14 +96,7 @@ class BertConfig:
 
     @classmethod
     def from_json_file(cls, path: str | os.PathLike) -> "BertConfig":
-        try:
-            with open(path, encoding="utf-8") as f:
-                values = json.load(f)
-        except (OSError, json.JSONDecodeError) as error:
-            raise ValueError(f"cannot read BERT config {path}: {error}") from None
-        if not isinstance(values, dict):
-            raise ValueError(f"{path}: a BERT config must be a JSON object")
-        return cls.from_dict(values, source=str(path))
+        return cls.from_dict(read_json_object(path, "BERT config"), source=str(path))
 
     def to_dict(self) -> dict[str, Any]:
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"}

@@ -17,7 +17,7 @@ import keras
 import tensorflow as tf
 
 from data.text_tokenizer import TextTokenizer, take_prefix
-from modeling.checkpoints.heads import model_spec
+from modeling.checkpoints import model_spec
 from modeling.pretrainer import BertPretrainer
 
 TEXT = tf.TensorSpec([None], tf.string)

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from modeling.bilstm_tagger import BiLstmTagger
-from modeling.checkpoints.errors import CheckpointMismatchError
-from modeling.checkpoints.formats import KERAS, load_checkpoint
-from modeling.checkpoints.project import save_project_checkpoint
+from modeling.checkpoints import CheckpointMismatchError, load_checkpoint
+from modeling.checkpoints.formats import KERAS
+from modeling.checkpoints.keras_format import save_keras_checkpoint
 
 _D, _U, _K = 12, 8, 5
 
@@ -76,7 +76,7 @@ def test_dropout_only_in_training():
 
 def test_project_checkpoint_round_trip_is_strict(tmp_path):
     tagger = _tagger(seed=1)
-    prefix = save_project_checkpoint(tagger, str(tmp_path / "tagger"))
+    prefix = save_keras_checkpoint(tagger, str(tmp_path / "tagger"))
     restored = _tagger(seed=2)
     assert load_checkpoint(restored, prefix) == KERAS
     inputs = _inputs()

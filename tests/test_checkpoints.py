@@ -3,10 +3,12 @@ import shutil
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
-from modeling.checkpoints.errors import CheckpointMismatchError, CorruptCheckpointError
-from modeling.checkpoints.formats import KERAS, TF1, load_checkpoint
-from modeling.checkpoints.project import save_project_checkpoint
+from modeling.checkpoints import CheckpointMismatchError, CorruptCheckpointError, load_checkpoint
+from modeling.checkpoints import formats
+from modeling.checkpoints.formats import KERAS, TF1
+from modeling.checkpoints.keras_format import save_keras_checkpoint
 from modeling.config import BertConfig
 from modeling.pretrainer import BertPretrainer
 from modeling.task_models import BertClassifier
@@ -22,7 +24,7 @@ def _config(**overrides):
 def test_formats_are_detected_and_said(fixtures_dir, tmp_path):
     model = BertPretrainer(tiny_config(fixtures_dir))
     assert load_checkpoint(model, str(tiny_dir(fixtures_dir))) == TF1
-    save_project_checkpoint(model, str(tmp_path / "ckpt"))
+    save_keras_checkpoint(model, str(tmp_path / "ckpt"))
     copy = BertPretrainer(tiny_config(fixtures_dir))
     assert load_checkpoint(copy, str(tmp_path / "ckpt")) == KERAS
     for a, b in zip(model.weights, copy.weights):
@@ -31,7 +33,7 @@ def test_formats_are_detected_and_said(fixtures_dir, tmp_path):
 
 def test_project_checkpoint_initialises_another_models_encoder(tmp_path):
     pretrainer = BertPretrainer(_config())
-    save_project_checkpoint(pretrainer, str(tmp_path / "ckpt"))
+    save_keras_checkpoint(pretrainer, str(tmp_path / "ckpt"))
     classifier = BertClassifier(_config(), num_labels=2)
     load_checkpoint(classifier.encoder, str(tmp_path / "ckpt"))
     for a, b in zip(pretrainer.encoder.weights, classifier.encoder.weights):
@@ -42,7 +44,7 @@ def test_project_checkpoint_initialises_another_models_encoder(tmp_path):
 
 
 def test_project_checkpoint_shape_mismatch_changes_nothing(tmp_path):
-    save_project_checkpoint(BertPretrainer(_config()), str(tmp_path / "ckpt"))
+    save_keras_checkpoint(BertPretrainer(_config()), str(tmp_path / "ckpt"))
     model = BertPretrainer(_config(intermediate_size=24))
     before = [v.numpy().copy() for v in model.weights]
     with pytest.raises(CheckpointMismatchError):
@@ -75,8 +77,8 @@ def test_a_damaged_checkpoint_is_named_and_nothing_is_loaded(fixtures_dir, tmp_p
     if checkpoint_format == TF1:
         prefix = _tf1_copy(fixtures_dir, tmp_path / "tf1")
     else:
-        prefix = save_project_checkpoint(BertPretrainer(tiny_config(fixtures_dir)),
-                                         str(tmp_path / "project" / "ckpt"))
+        prefix = save_keras_checkpoint(BertPretrainer(tiny_config(fixtures_dir)),
+                                       str(tmp_path / "project" / "ckpt"))
     (data_file,) = pathlib.Path(prefix).parent.glob("*.data-*")
     _damage(data_file, how)
     model = BertPretrainer(tiny_config(fixtures_dir))
@@ -93,3 +95,20 @@ def test_a_missing_index_file_is_named(fixtures_dir, tmp_path):
     (tmp_path / "tf1" / "bert_model.ckpt.index").unlink()
     with pytest.raises(FileNotFoundError, match=f"{prefix}.index does not exist"):
         load_checkpoint(BertPretrainer(tiny_config(fixtures_dir)), str(prefix))
+
+
+def test_a_load_resolves_the_path_and_opens_the_checkpoint_once(fixtures_dir, monkeypatch):
+    calls = {"resolve": 0, "open": 0}
+
+    def counted(name, function):
+        def wrapper(*args, **kwargs):
+            calls[name] += 1
+            return function(*args, **kwargs)
+        return wrapper
+
+    monkeypatch.setattr(formats, "resolve_checkpoint_prefix",
+                        counted("resolve", formats.resolve_checkpoint_prefix))
+    monkeypatch.setattr(tf.train, "load_checkpoint", counted("open", tf.train.load_checkpoint))
+    model = BertPretrainer(tiny_config(fixtures_dir))
+    assert load_checkpoint(model, str(tiny_dir(fixtures_dir))) == TF1
+    assert calls == {"resolve": 1, "open": 1}

@@ -8,14 +8,13 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
-from modeling.checkpoints.errors import UnsupportedCheckpointError
+from modeling.checkpoints import (LoadedModel, ModelSpec, UnsupportedCheckpointError, build_model,
+                                  detect_format, read_model, save_tf1_checkpoint, write_model)
 import modeling.checkpoints.folders as checkpoint_folders
-from modeling.checkpoints.folders import LoadedModel, read_model, write_model
-from modeling.checkpoints.formats import HF, KERAS, TF1, detect_format
-from modeling.checkpoints.heads import ModelSpec, build_model
+from modeling.checkpoints.formats import HF, KERAS, TF1
+from modeling.checkpoints.keras_format import save_keras_checkpoint
 from modeling.checkpoints.names import tf1_name_map
-from modeling.checkpoints.project import save_project_checkpoint
-from modeling.checkpoints.tf1 import read_tf1_checkpoint, save_tf1_checkpoint
+from modeling.checkpoints.tf1 import read_tf1_checkpoint
 from modeling.config import BertConfig
 from tests.modeling_fixtures import tiny_dir
 
@@ -112,7 +111,7 @@ def test_training_checkpoints_without_spec_file(tmp_path):
         read_model(str(folder))
     assert read_model(str(folder), head="classifier").spec == ModelSpec("classifier", 3)
     pretrainer = build_model(BertConfig(**SMALL), ModelSpec("pretraining"))
-    save_project_checkpoint(pretrainer, str(tmp_path / "pre" / "ckpt-5"))
+    save_keras_checkpoint(pretrainer, str(tmp_path / "pre" / "ckpt-5"))
     for name in ("bert_config.json", "vocab.txt"):
         shutil.copy(folder / name, tmp_path / "pre" / name)
     assert read_model(str(tmp_path / "pre" / "ckpt-5")).spec == ModelSpec("pretraining")

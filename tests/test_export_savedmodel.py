@@ -15,9 +15,8 @@ import tensorflow as tf
 from data.classifier.features import InputExample, example_tokens
 from data.text_tokenizer import TextTokenizer
 from data.tokenization import FullTokenizer, strip_accents
-from modeling.checkpoints.folders import LoadedModel, read_model, write_model
+from modeling.checkpoints import LoadedModel, ModelSpec, build_model, read_model, write_model
 from modeling.checkpoints.formats import KERAS
-from modeling.checkpoints.heads import ModelSpec, build_model
 from modeling.config import BertConfig
 from serving.servers import TextModelServer
 

@@ -6,8 +6,7 @@ import numpy as np
 
 from data import tokenization
 from data.feature_extraction import convert_example, parse_layer_indexes, read_examples
-from modeling.checkpoints.folders import read_model, write_model
-from modeling.checkpoints.formats import DESCRIPTIONS
+from modeling.checkpoints import DESCRIPTIONS, read_model, write_model
 from tests.conftest import REPO_ROOT
 
 import pytest

@@ -2,9 +2,9 @@ import json
 
 import pytest
 
-from modeling.checkpoints.errors import UnsupportedCheckpointError
+from modeling.checkpoints import SPEC_FILE, UnsupportedCheckpointError, write_model_spec
 from modeling.checkpoints.heads import (HEAD_NAMES, ModelSpec, build_model, detect_model_spec,
-                                        model_spec)
+                                        model_spec, read_model_spec)
 from modeling.checkpoints.names import tf1_name_map
 from modeling.config import BertConfig
 from tests.modeling_fixtures import tiny_dir
@@ -76,3 +76,16 @@ def test_spec_checks_its_label_count():
         ModelSpec("ner")
     assert ModelSpec.from_dict(ModelSpec("token_classifier", 9).to_dict()) == ModelSpec(
         "token_classifier", 9)
+
+
+def test_model_spec_file_has_one_schema_and_is_read_back(tmp_path):
+    write_model_spec(str(tmp_path), ModelSpec("classifier", 3))
+    assert json.loads((tmp_path / SPEC_FILE).read_text()) == {"head": "classifier",
+                                                              "num_labels": 3}
+    assert read_model_spec(str(tmp_path)) == (ModelSpec("classifier", 3), None)
+    write_model_spec(str(tmp_path), ModelSpec("squad"), do_lower_case=False)
+    assert json.loads((tmp_path / SPEC_FILE).read_text()) == {
+        "head": "squad", "num_labels": None, "do_lower_case": False}
+    assert read_model_spec(str(tmp_path)) == (ModelSpec("squad"), False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [SPEC_FILE]
+    assert read_model_spec(str(tmp_path / "absent")) is None

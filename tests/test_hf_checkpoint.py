@@ -6,10 +6,10 @@ import pytest
 from safetensors.numpy import load_file, save_file
 
 from data.tokenization import FullTokenizer
-from modeling.checkpoints.errors import CheckpointMismatchError, UnsupportedCheckpointError
-from modeling.checkpoints.folders import LoadedModel, read_model, write_model
-from modeling.checkpoints.formats import HF, load_checkpoint
-from modeling.checkpoints.heads import ModelSpec, build_model
+from modeling.checkpoints import (CheckpointMismatchError, LoadedModel, ModelSpec,
+                                  UnsupportedCheckpointError, build_model, load_checkpoint,
+                                  read_model, write_model)
+from modeling.checkpoints.formats import HF
 from modeling.checkpoints.hf import read_hf_checkpoint
 from modeling.checkpoints.hf_config import ARCHITECTURES
 from modeling.checkpoints.hf_names import hf_rows, to_hf_arrays

@@ -10,10 +10,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling.checkpoints.errors import CheckpointMismatchError, UnsupportedCheckpointError
-from modeling.checkpoints.folders import read_model, write_model
-from modeling.checkpoints.formats import (HF, MODEL_GARDEN, TF1, TF_HUB, detect_format,
-                                          load_checkpoint)
+from modeling.checkpoints import (CheckpointMismatchError, UnsupportedCheckpointError,
+                                  detect_format, load_checkpoint, read_model, write_model)
+from modeling.checkpoints.formats import HF, MODEL_GARDEN, TF1, TF_HUB
 from modeling.checkpoints.names import tf1_name_map
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder

@@ -21,7 +21,7 @@ import pytest
 import tensorflow as tf
 
 from data.classifier.glue_tasks import get_task
-from modeling.checkpoints.tf1 import save_tf1_checkpoint
+from modeling.checkpoints import save_tf1_checkpoint
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from synthetic import corpus

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling.checkpoints.formats import load_checkpoint
+from modeling.checkpoints import load_checkpoint
 from modeling.checkpoints.tf1 import read_tf1_checkpoint
 from modeling.config import BertConfig
 from modeling.pretrainer import BertPretrainer

@@ -19,7 +19,8 @@ from data.squad.examples import load_squad_json, read_squad_examples
 from data.squad.features import convert_examples_to_features, features_to_arrays
 from data.squad.predictions import RawResult, compute_predictions
 from data.tokenization import FullTokenizer
-from modeling.checkpoints.tf1 import load_tf1_checkpoint, save_tf1_checkpoint
+from modeling.checkpoints import save_tf1_checkpoint
+from modeling.checkpoints.tf1 import load_tf1_checkpoint
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from modeling.task_models import BertSpanLabeler

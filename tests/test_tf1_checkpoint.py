@@ -4,14 +4,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling.checkpoints.errors import CheckpointMismatchError
+from modeling.checkpoints import CheckpointMismatchError, save_tf1_checkpoint
 from modeling.checkpoints.names import tf1_name_map
-from modeling.checkpoints.tf1 import load_tf1_checkpoint, read_tf1_checkpoint, save_tf1_checkpoint
+from modeling.checkpoints.tf1 import load_tf1_checkpoint, read_tf1_checkpoint
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from modeling.pretrainer import BertPretrainer
 from modeling.task_models import BertClassifier, BertSpanLabeler
 from tests.modeling_fixtures import tiny_config, tiny_dir
+from training.optimizer import AdamWeightDecay
 
 
 def _small_config(**overrides):
@@ -100,3 +101,32 @@ def test_third_party_checkpoint_with_optimizer_slots_loads(shared_data_dir, capl
     outputs = model({"input_ids": ids, "input_mask": (ids > 0).astype(np.int32),
                      "segment_ids": 0 * ids, "masked_lm_positions": np.array([[1]], np.int32)})
     assert np.isfinite(outputs["masked_lm_logits"]).all()
+
+
+def test_moments_are_written_under_the_original_slot_names(tmp_path):
+    model = BertEncoder(_small_config(num_hidden_layers=1))
+    query = "layer_0/attention/query/kernel"
+    path = next(v.path for v in model.weights if v.path.endswith(query))
+    m, v = np.full((16, 16), 0.25, np.float32), np.full((16, 16), 0.5, np.float32)
+    prefix = save_tf1_checkpoint(model, str(tmp_path / "bert_model.ckpt"), global_step=7,
+                                 moments={path: (m, tf.Variable(v))})
+    reader = tf.train.load_checkpoint(prefix)
+    name = "bert/encoder/layer_0/attention/self/query/kernel"
+    assert sorted(set(reader.get_variable_to_shape_map()) - set(tf1_name_map(model))) == [
+        f"{name}/adam_m", f"{name}/adam_v", "global_step"]
+    np.testing.assert_array_equal(reader.get_tensor(f"{name}/adam_m"), m)
+    np.testing.assert_array_equal(reader.get_tensor(f"{name}/adam_v"), v)
+    # The slots are optimizer state: reading the checkpoint back skips them.
+    assert set(read_tf1_checkpoint(prefix)) == set(tf1_name_map(model))
+
+
+def test_every_moment_of_the_optimizer_is_written_beside_its_variable(tmp_path):
+    model = BertEncoder(_small_config(num_hidden_layers=1))
+    optimizer = AdamWeightDecay(learning_rate=1e-3)
+    optimizer.build(model.trainable_variables)
+    prefix = save_tf1_checkpoint(model, str(tmp_path / "bert_model.ckpt"),
+                                 moments=optimizer.moment_slots())
+    names = set(tf.train.load_checkpoint(prefix).get_variable_to_shape_map())
+    for name in tf1_name_map(model):
+        assert {f"{name}/adam_m", f"{name}/adam_v"} <= names, name
+    assert len(names) == 3 * len(tf1_name_map(model))

@@ -3,7 +3,7 @@ import pathlib
 
 import keras
 
-from modeling.checkpoints.tf1 import save_tf1_checkpoint
+from modeling.checkpoints import save_tf1_checkpoint
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from synthetic import swag_ner

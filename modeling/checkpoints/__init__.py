@@ -1,33 +1,51 @@
-"""Checkpoints in three formats: Google's TF1 release (`tf1`), this project's (`project`) and
-Hugging Face folders (`hf`). `formats` detects the format and loads any of them into a model (the
-one entry point of `--init_checkpoint`); `folders` reads and writes whole model folders for
-conversion; `errors` holds what a strict load raises; `names` and `heads` map variable names and
-detect a checkpoint's head."""
-# TEMPORARY public API until the checkpoint package's own lands.
-import json as _json
-import os as _os
+"""Checkpoints of BERT in every format this project reads or writes, through one entry point.
 
-from modeling.checkpoints.errors import CheckpointMismatchError, CorruptCheckpointError
-from modeling.checkpoints.folders import SPEC_FILE
-from modeling.checkpoints.formats import checkpoint_step, load_checkpoint
-from modeling.checkpoints.heads import model_spec
+Code outside the package imports from here (`from modeling import checkpoints`):
+
+- loading into a built model: `load_checkpoint` (what `--init_checkpoint` calls), `checkpoint_step`,
+  `detect_format`, `FORMATS` and their `DESCRIPTIONS`;
+- whole model folders, for conversion and export: `read_model`, `write_model`, `LoadedModel`;
+- heads: `HEAD_NAMES`, `ModelSpec`, `model_spec`, `build_model`, and `write_model_spec`, the one
+  writer of `model_spec.json` (`SPEC_FILE`);
+- the original TF1 format: `save_tf1_checkpoint` (with the optimizer's moments under the original's
+  slot names), `resolve_checkpoint_prefix`, `tf1_name`;
+- what a strict load raises: `CheckpointMismatchError`, `CorruptCheckpointError`,
+  `UnsupportedCheckpointError`, `NameTableError`.
+
+Inside: `formats` (the format table), `folder_readers` and `folders` (whole folders), one module
+per format (`tf1`, `keras_format`, `hf` with `hf_config` and `hf_names`, `model_garden` with
+`model_garden_config`), `names` (the name table) and `heads` (a checkpoint's head).
+"""
+from modeling.checkpoints.errors import (CheckpointMismatchError, CorruptCheckpointError,
+                                         NameTableError, UnsupportedCheckpointError)
+from modeling.checkpoints.folders import LoadedModel, read_model, write_model
+from modeling.checkpoints.formats import (DESCRIPTIONS, FORMATS, checkpoint_step, detect_format,
+                                          load_checkpoint)
+from modeling.checkpoints.heads import (HEAD_NAMES, SPEC_FILE, ModelSpec, build_model, model_spec,
+                                        write_model_spec)
+from modeling.checkpoints.names import tf1_name
 from modeling.checkpoints.tf1 import resolve_checkpoint_prefix, save_tf1_checkpoint
-from utils.output_files import write_text_atomically as _write
 
-
-def write_model_spec(folder, spec, do_lower_case=None):
-    data = spec.to_dict()
-    if do_lower_case is not None:
-        data["do_lower_case"] = do_lower_case
-    _write(_os.path.join(folder, SPEC_FILE), _json.dumps(data, indent=2, sort_keys=True) + "\n")
-
-
-def save_tf1_checkpoint(model, prefix, global_step=None, moments=None, **kwargs):
-    from modeling.checkpoints import tf1 as _tf1
-    from modeling.checkpoints.names import tf1_name as _name
-    extra = {}
-    for path, (m, v) in (moments or {}).items():
-        extra[f"{_name(path)}/adam_m"] = m.numpy()
-        extra[f"{_name(path)}/adam_v"] = v.numpy()
-    return _tf1.save_tf1_checkpoint(model, prefix, global_step=global_step, extra=extra or None,
-                                    **kwargs)
+__all__ = [
+    "CheckpointMismatchError",
+    "CorruptCheckpointError",
+    "DESCRIPTIONS",
+    "FORMATS",
+    "HEAD_NAMES",
+    "LoadedModel",
+    "ModelSpec",
+    "NameTableError",
+    "SPEC_FILE",
+    "UnsupportedCheckpointError",
+    "build_model",
+    "checkpoint_step",
+    "detect_format",
+    "load_checkpoint",
+    "model_spec",
+    "read_model",
+    "resolve_checkpoint_prefix",
+    "save_tf1_checkpoint",
+    "tf1_name",
+    "write_model",
+    "write_model_spec",
+]

@@ -12,3 +12,8 @@ class CorruptCheckpointError(ValueError):
 
 class UnsupportedCheckpointError(ValueError):
     """The checkpoint holds variables or heads that no model of this project has."""
+
+
+class NameTableError(ValueError):
+    """A model's variables do not map one to one onto the original checkpoint names (a variable
+    the name table lacks, two variables on one name): it is not one of this project's BERT models."""

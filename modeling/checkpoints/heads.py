@@ -1,13 +1,18 @@
 """Which head a checkpoint carries, and the model class that holds it.
 
 A checkpoint is described by its original TF1 variable names: the encoder's (`bert/...`) plus at
-most one head's. Head variables are those of `checkpoint_names.HEAD_TABLE`, grouped by the Keras
+most one head's. Head variables are those of `names.HEAD_TABLE`, grouped by the Keras
 layer that owns them; the classifier's and token classifier's label counts are the rows of their
 `output_weights`. Anything else is an error that names it, so that no weight is silently dropped.
+
+`model_spec.json` beside a checkpoint records its spec (and the tokenizer's casing where known);
+`write_model_spec` is its one writer.
 """
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 import re
 from typing import Any
 
@@ -20,6 +25,7 @@ from modeling.encoder import BertEncoder
 from modeling.pretrainer import BertPretrainer
 from modeling.task_models import (BertClassifier, BertMultipleChoice, BertSpanLabeler,
                                   BertTokenClassifier)
+from utils.output_files import write_text_atomically
 
 ENCODER = "encoder"
 # (head, Keras layers holding its variables, model class, takes num_labels).
@@ -32,6 +38,7 @@ HEADS = (
     ("token_classifier", ("token_classifier",), BertTokenClassifier, True),
 )
 HEAD_NAMES = tuple(row[0] for row in HEADS)
+SPEC_FILE = "model_spec.json"
 
 
 def _head_variables() -> dict[str, tuple[str, ...]]:
@@ -128,3 +135,29 @@ def model_spec(model: keras.Model) -> ModelSpec:
         if type(model) is model_class:
             return ModelSpec(head, model.num_labels if takes_labels else None)
     raise ValueError(f"{type(model).__name__} is not one of this project's BERT models")
+
+
+def write_model_spec(folder: str, spec: ModelSpec, do_lower_case: bool | None = None) -> str:
+    """Writes `model_spec.json` in `folder` atomically; returns its path.
+
+    Args:
+        folder: the checkpoint's folder.
+        spec: the model's head and label count.
+        do_lower_case: the tokenizer's casing; the key is written only when it is known.
+    """
+    values = spec.to_dict()
+    if do_lower_case is not None:
+        values["do_lower_case"] = do_lower_case
+    path = os.path.join(folder, SPEC_FILE)
+    write_text_atomically(path, json.dumps(values, indent=2, sort_keys=True) + "\n")
+    return path
+
+
+def read_model_spec(folder: str) -> tuple[ModelSpec, bool | None] | None:
+    """(spec, do_lower_case or None) of the folder's `model_spec.json`; None where it has none."""
+    path = os.path.join(folder, SPEC_FILE)
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        values = json.load(f)
+    return ModelSpec.from_dict(values), values.get("do_lower_case")

@@ -30,8 +30,9 @@ from modeling.checkpoints.hf_names import (BASE_PREFIX, ENCODER_ONLY, HF_BUFFERS
 from modeling.checkpoints.names import tf1_name_map
 from modeling.checkpoints.tf1 import assign_tf1_values
 from modeling.config import BertConfig
+from utils.json_files import read_json_object
 
-CONFIG_FILE = "config.json"
+HF_CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 WEIGHTS_INDEX_FILE = "model.safetensors.index.json"
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
@@ -55,24 +56,13 @@ class HfCheckpoint:
 
 def is_hf_folder(path: str) -> bool:
     """True for a folder holding a Hugging Face `config.json`."""
-    return os.path.isdir(path) and os.path.isfile(os.path.join(path, CONFIG_FILE))
-
-
-def _read_json(path: str) -> dict:
-    try:
-        with open(path, encoding="utf-8") as f:
-            values = json.load(f)
-    except (OSError, json.JSONDecodeError) as error:
-        raise ValueError(f"cannot read {path}: {error}") from None
-    if not isinstance(values, dict):
-        raise ValueError(f"{path}: expected a JSON object")
-    return values
+    return os.path.isdir(path) and os.path.isfile(os.path.join(path, HF_CONFIG_FILE))
 
 
 def _weight_files(folder: str) -> list[str]:
     index = os.path.join(folder, WEIGHTS_INDEX_FILE)
     if os.path.isfile(index):
-        shards = sorted(set(_read_json(index).get("weight_map", {}).values()))
+        shards = sorted(set(read_json_object(index).get("weight_map", {}).values()))
         return [os.path.join(folder, shard) for shard in shards]
     if os.path.isfile(os.path.join(folder, WEIGHTS_FILE)):
         return [os.path.join(folder, WEIGHTS_FILE)]
@@ -153,8 +143,8 @@ def read_hf_checkpoint(folder: str) -> HfCheckpoint:
         UnsupportedCheckpointError: not BERT, or parameters this project has no place for.
         FileNotFoundError: the folder has no safetensors weights.
     """
-    hf_config = _read_json(os.path.join(folder, CONFIG_FILE))
-    config = bert_config_from_hf(hf_config, source=os.path.join(folder, CONFIG_FILE))
+    hf_config = read_json_object(os.path.join(folder, HF_CONFIG_FILE))
+    config = bert_config_from_hf(hf_config, source=os.path.join(folder, HF_CONFIG_FILE))
     state = _canonical_state(read_safetensors(folder), folder)
     architecture = _architecture(state, hf_config, folder)
     try:
@@ -169,7 +159,7 @@ def read_hf_checkpoint(folder: str) -> HfCheckpoint:
         values[_POOLER[1]] = np.zeros([config.hidden_size], np.float32)
     spec = detect_model_spec({name: value.shape for name, value in values.items()}, folder)
     tokenizer_config = os.path.join(folder, TOKENIZER_CONFIG_FILE)
-    do_lower_case = (_read_json(tokenizer_config).get("do_lower_case")
+    do_lower_case = (read_json_object(tokenizer_config).get("do_lower_case")
                      if os.path.isfile(tokenizer_config) else None)
     return HfCheckpoint(config, spec, values, do_lower_case)
 
@@ -212,7 +202,7 @@ def write_hf_checkpoint(model: keras.Model, folder: str, vocab_file: str,
     architecture = ARCHITECTURES[spec.head]
     state = to_hf_arrays(values, architecture, model.config.num_hidden_layers)
     save_file(state, os.path.join(folder, WEIGHTS_FILE), metadata={"format": "pt"})
-    files = {CONFIG_FILE: hf_config_from_bert(model.config, spec),
+    files = {HF_CONFIG_FILE: hf_config_from_bert(model.config, spec),
              TOKENIZER_CONFIG_FILE: hf_tokenizer_config(model.config, do_lower_case)}
     for name, content in files.items():
         with open(os.path.join(folder, name), "w", encoding="utf-8") as f:

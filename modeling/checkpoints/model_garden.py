@@ -147,10 +147,10 @@ def object_paths(reader: tf.train.CheckpointReader) -> dict[str, str]:
     return paths
 
 
-def is_model_garden_checkpoint(prefix: str) -> bool:
-    """True for an object-based checkpoint holding a Model Garden `BertEncoder`."""
-    keys = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
-    return any(f"{root}layer_with_weights-3/gamma{_VALUE}" in keys for root in ENCODER_ROOTS)
+def is_model_garden_checkpoint(reader: tf.train.CheckpointReader) -> bool:
+    """True for an (open) object-based checkpoint holding a Model Garden `BertEncoder`."""
+    return any(reader.has_tensor(f"{root}layer_with_weights-3/gamma{_VALUE}")
+               for root in ENCODER_ROOTS)
 
 
 def is_tf_hub_folder(path: str) -> bool:
@@ -162,16 +162,18 @@ def _root(paths: dict[str, str], roots: tuple[str, ...], leaf: str) -> str | Non
     return next((root for root in roots if root + leaf in paths), None)
 
 
-def read_model_garden_values(prefix: str, num_layers: int) -> dict[str, np.ndarray]:
+def read_model_garden_values(prefix: str, num_layers: int,
+                             reader: tf.train.CheckpointReader | None = None
+                             ) -> dict[str, np.ndarray]:
     """{original name: array} of a Model Garden checkpoint: the encoder, and the masked-LM and
-    next-sentence heads where it has them.
+    next-sentence heads where it has them. `reader` is the checkpoint already open, if it is.
 
     Raises:
         UnsupportedCheckpointError: variables with no place in this project's models (named), a
             masked-LM table that is not the word embeddings, a next-sentence pooler that is not the
             encoder's.
     """
-    reader = tf.train.load_checkpoint(prefix)
+    reader = reader or tf.train.load_checkpoint(prefix)
     paths = object_paths(reader)
     encoder_root = _root(paths, ENCODER_ROOTS, "layer_with_weights-3/gamma")
     if encoder_root is None:
@@ -318,9 +320,11 @@ def _varint(buffer: bytes, position: int) -> tuple[int, int]:
             return result, position
 
 
-def load_model_garden_checkpoint(model, prefix: str) -> list[str]:
+def load_model_garden_checkpoint(model, prefix: str,
+                                 reader: tf.train.CheckpointReader | None = None) -> list[str]:
     """Assigns a Model Garden checkpoint to a built model, all or nothing; returns the original
-    names it did not use (the heads, when `model` is an encoder).
+    names it did not use (the heads, when `model` is an encoder). `reader` is the checkpoint
+    already open, if it is.
 
     Raises:
         CheckpointMismatchError: the activation of its `params.yaml` differs from the model's, or
@@ -328,7 +332,7 @@ def load_model_garden_checkpoint(model, prefix: str) -> list[str]:
     """
     config = read_model_garden_config(os.path.dirname(prefix), prefix)
     _check_activation(config, model, prefix)
-    values = read_model_garden_values(prefix, model.config.num_hidden_layers)
+    values = read_model_garden_values(prefix, model.config.num_hidden_layers, reader)
     return assign_tf1_values(model, values, f"checkpoint {prefix}")
 
 

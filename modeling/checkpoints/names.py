@@ -8,6 +8,8 @@ import re
 
 import keras
 
+from modeling.checkpoints.errors import NameTableError
+
 ENCODER_TABLE = (
     ("bert/embeddings/word_embeddings", "embeddings/word_embeddings"),
     ("bert/embeddings/token_type_embeddings", "embeddings/token_type_embeddings"),
@@ -77,21 +79,29 @@ _PATTERNS = _keras_to_tf1_patterns()
 
 
 def tf1_name(keras_path: str) -> str:
-    """The original checkpoint name of a Keras variable path; KeyError if the table lacks it."""
+    """The original checkpoint name of a Keras variable path.
+
+    Raises:
+        NameTableError: the table has no row for the path.
+    """
     for pattern, template in _PATTERNS:
         match = pattern.match(keras_path)
         if match:
             return template.replace("{i}", match.group(1)) if match.groups() else template
-    raise KeyError(f"no checkpoint name for the variable {keras_path!r}")
+    raise NameTableError(f"no checkpoint name for the variable {keras_path!r}")
 
 
 def tf1_name_map(model: keras.Model) -> dict[str, keras.Variable]:
-    """{original name: variable} for every variable of a built model, each mapped exactly once."""
+    """{original name: variable} for every variable of a built model, each mapped exactly once.
+
+    Raises:
+        NameTableError: a variable the table lacks, or two variables on one name.
+    """
     mapping: dict[str, keras.Variable] = {}
     for variable in model.weights:
         name = tf1_name(variable.path)
         if name in mapping:
-            raise ValueError(f"variables {mapping[name].path!r} and {variable.path!r} both map to "
+            raise NameTableError(f"variables {mapping[name].path!r} and {variable.path!r} both map to "
                              f"the checkpoint name {name!r}")
         mapping[name] = variable
     return mapping

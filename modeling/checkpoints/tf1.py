@@ -1,21 +1,24 @@
 """Reading and writing checkpoints in the original TF1 name-based format.
 
-Reading is strict (DESIGN.md "Checkpoints"): every variable the model needs must be in the
-checkpoint with the same shape, or nothing is loaded and the error lists every offending name with
-both shapes. Checkpoint variables the model does not use are named in a warning; optimizer state
-(`*/adam_m`, `*/adam_v`, `global_step`) is skipped silently.
+Reading is strict, unlike the original (which skipped what it did not find): every variable the
+model needs must be in the checkpoint with the same shape, or nothing is loaded and the error lists
+every offending name with both shapes. Checkpoint variables the model does not use are named in a warning; optimizer state
+(`*/adam_m`, `*/adam_v`, `global_step`) is skipped silently. Writing can add the optimizer's
+moments under the original's slot names (`<variable>/adam_m`, `<variable>/adam_v`).
 """
+from __future__ import annotations
+
 import contextlib
 import logging
 import os
-from typing import Iterator
+from typing import Any, Iterator, Mapping
 
 import keras
 import numpy as np
 import tensorflow as tf
 
 from modeling.checkpoints.errors import CheckpointMismatchError, CorruptCheckpointError
-from modeling.checkpoints.names import is_optimizer_state, tf1_name_map
+from modeling.checkpoints.names import is_optimizer_state, tf1_name, tf1_name_map
 from utils.output_files import write_text_atomically
 
 WORD_EMBEDDINGS = "bert/embeddings/word_embeddings"
@@ -56,21 +59,33 @@ def resolve_checkpoint_prefix(path: str) -> str:
     return path
 
 
-def read_tf1_checkpoint(path: str) -> dict[str, np.ndarray]:
-    """All variables of a TF1 checkpoint except optimizer state, as numpy arrays."""
-    prefix = resolve_checkpoint_prefix(path)
+def open_checkpoint(prefix: str) -> tf.train.CheckpointReader:
+    """A reader of the checkpoint at `prefix` (resolved); CorruptCheckpointError if unreadable."""
     with readable_checkpoint(prefix):
-        reader = tf.train.load_checkpoint(prefix)
+        return tf.train.load_checkpoint(prefix)
+
+
+def tf1_values(reader: tf.train.CheckpointReader, prefix: str) -> dict[str, np.ndarray]:
+    """All variables of an open TF1 checkpoint except optimizer state, as numpy arrays."""
+    with readable_checkpoint(prefix):
         return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
                 if not is_optimizer_state(name)}
 
 
-def load_tf1_checkpoint(model: keras.Model, path: str) -> list[str]:
+def read_tf1_checkpoint(path: str) -> dict[str, np.ndarray]:
+    """All variables of a TF1 checkpoint except optimizer state, as numpy arrays."""
+    prefix = resolve_checkpoint_prefix(path)
+    return tf1_values(open_checkpoint(prefix), prefix)
+
+
+def load_tf1_checkpoint(model: keras.Model, path: str,
+                        reader: tf.train.CheckpointReader | None = None) -> list[str]:
     """Assigns a TF1 checkpoint's values to a built model, all or nothing.
 
     Args:
         model: a built encoder, pretrainer or task model.
-        path: checkpoint prefix or folder.
+        path: checkpoint prefix or folder; with `reader`, the resolved prefix it was opened at.
+        reader: the checkpoint, already open; opened from `path` when None.
 
     Returns:
         The checkpoint names that the model did not use (also logged as a warning).
@@ -80,7 +95,8 @@ def load_tf1_checkpoint(model: keras.Model, path: str) -> list[str]:
             size of the config and of the checkpoint disagree.
         CorruptCheckpointError: the checkpoint's files cannot be read.
     """
-    return assign_tf1_values(model, read_tf1_checkpoint(path), f"checkpoint {path}")
+    values = read_tf1_checkpoint(path) if reader is None else tf1_values(reader, path)
+    return assign_tf1_values(model, values, f"checkpoint {path}")
 
 
 def assign_tf1_values(model: keras.Model, values: dict[str, np.ndarray], source: str
@@ -123,6 +139,7 @@ def _check_vocab_size(mapping, values, source):
 
 
 def save_tf1_checkpoint(model: keras.Model, prefix: str, global_step: int | None = None,
+                        moments: Mapping[str, tuple[Any, Any]] | None = None,
                         extra: dict[str, np.ndarray] | None = None,
                         update_state_file: bool = True) -> str:
     """Writes the model in the original format (names, shapes and dtypes of the original code).
@@ -136,12 +153,17 @@ def save_tf1_checkpoint(model: keras.Model, prefix: str, global_step: int | None
         model: a built model.
         prefix: output prefix, e.g. `out/bert_model.ckpt`.
         global_step: written as the int64 `global_step` variable when given.
-        extra: more named arrays to write (e.g. optimizer slots `<name>/adam_m`).
+        moments: the optimizer's Adam moments, {Keras variable path: (m, v)} (arrays or
+            variables, e.g. `AdamWeightDecay.moment_slots()`), written as the original's slots
+            `<original name>/adam_m` and `<original name>/adam_v`.
+        extra: more named arrays to write, under their names as given.
+        update_state_file: write the `checkpoint` state file naming this checkpoint.
 
     Returns:
         The prefix written.
     """
     tensors = {name: variable.numpy() for name, variable in tf1_name_map(model).items()}
+    tensors.update(moment_slots(moments or {}))
     tensors.update(extra or {})
     if global_step is not None:
         tensors["global_step"] = np.asarray(global_step, np.int64)
@@ -158,6 +180,20 @@ def save_tf1_checkpoint(model: keras.Model, prefix: str, global_step: int | None
     if update_state_file:
         _write_state_file(folder, os.path.basename(prefix))
     return prefix
+
+
+def moment_slots(moments: Mapping[str, tuple[Any, Any]]) -> dict[str, np.ndarray]:
+    """{`<original name>/adam_m` and `/adam_v`: array} of {Keras variable path: (m, v)}."""
+    slots = {}
+    for path, (m, v) in moments.items():
+        name = tf1_name(path)
+        slots[f"{name}/adam_m"] = _as_array(m)
+        slots[f"{name}/adam_v"] = _as_array(v)
+    return slots
+
+
+def _as_array(value: Any) -> np.ndarray:
+    return value.numpy() if hasattr(value, "numpy") else np.asarray(value)
 
 
 def _write_state_file(folder: str, basename: str) -> None:

@@ -1,4 +1,5 @@
-"""This project's own checkpoints: TF2 object-based, with the model under the root key `model`.
+"""The `keras` format: this project's TF2 object-based checkpoints, the model under the root key
+`model`.
 
 Training runs write them (with optimizer state, step and input position beside the model) and
 `convert_checkpoint.py --to keras` writes them (model only). Any of the project's models can be read
@@ -12,18 +13,17 @@ import tensorflow as tf
 from modeling.checkpoints.errors import (CheckpointMismatchError, CorruptCheckpointError,
                                          UnsupportedCheckpointError)
 from modeling.checkpoints.heads import ENCODER, ModelSpec
-from modeling.checkpoints.tf1 import readable_checkpoint
+from modeling.checkpoints.tf1 import open_checkpoint, readable_checkpoint
 from modeling.encoder import BertEncoder
 
 OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
-# Where a variable of the model lives in a project checkpoint's object graph.
+# Where a variable of the model lives in a keras checkpoint's object graph.
 _VARIABLE_KEY = "model/{}/.ATTRIBUTES/VARIABLE_VALUE"
 
 
-def is_project_checkpoint(prefix: str) -> bool:
+def is_object_based(reader: tf.train.CheckpointReader) -> bool:
     """True for an object-based (TF2) checkpoint, False for a name-based (TF1) one."""
-    with readable_checkpoint(prefix):
-        return OBJECT_GRAPH_KEY in tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+    return reader.has_tensor(OBJECT_GRAPH_KEY)
 
 
 def _bind(model: keras.Model) -> tf.train.Checkpoint:
@@ -33,8 +33,8 @@ def _bind(model: keras.Model) -> tf.train.Checkpoint:
     return tf.train.Checkpoint(model=model)
 
 
-def load_project_checkpoint(model: keras.Model, prefix: str) -> None:
-    """Restores every variable of `model` from a project checkpoint, all or nothing.
+def load_keras_checkpoint(model: keras.Model, prefix: str) -> None:
+    """Restores every variable of `model` from a keras checkpoint, all or nothing.
 
     Raises:
         CheckpointMismatchError: a variable the model needs is missing or has another shape.
@@ -56,26 +56,28 @@ def load_project_checkpoint(model: keras.Model, prefix: str) -> None:
             f"checkpoint {prefix} does not fit the model: {error}") from None
 
 
-def save_project_checkpoint(model: keras.Model, prefix: str) -> str:
-    """Writes the model (no optimizer state) as a project checkpoint; returns the path written.
+def save_keras_checkpoint(model: keras.Model, prefix: str) -> str:
+    """Writes the model (no optimizer state) as a keras checkpoint; returns the path written.
 
     A bare encoder is written as the `encoder` child of `model`, as training runs write it.
     """
     return _bind(model).write(prefix)
 
 
-def project_model_spec(prefix: str, head: str | None = None) -> ModelSpec:
-    """The model a project checkpoint belongs to, from its object graph's keys.
+def keras_model_spec(prefix: str, head: str | None = None,
+                     reader: tf.train.CheckpointReader | None = None) -> ModelSpec:
+    """The model a keras checkpoint belongs to, from its object graph's keys.
 
     Args:
         prefix: the checkpoint.
         head: the head, where the caller knows it; the label count is still read.
+        reader: the checkpoint, already open; opened from `prefix` when None.
 
     Raises:
         UnsupportedCheckpointError: the head is a classifier, a span labeler or a token
             classifier (the same variables) and `head` does not say which.
     """
-    shapes = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+    shapes = (reader or open_checkpoint(prefix)).get_variable_to_shape_map()
     weights = shapes.get(_VARIABLE_KEY.format("head/output_weights"))
     if head is None:
         if _VARIABLE_KEY.format("masked_lm/output_bias") in shapes:
