@@ -12,6 +12,7 @@ from data import tokenization
 from training.distribution import get_strategy
 from training.optimizer import create_optimizer
 from training.precision import needs_loss_scaling, set_dtype_policy
+from training.batching import Batching
 from training.fine_tuning import FineTuningRun, warmup_steps
 from training.trainer import TrainingConfig
 
@@ -51,7 +52,37 @@ def define_fine_tuning_flags(actions: dict[str, str], train_batch_size: int = 32
     flags.DEFINE_float("warmup_proportion", 0.1,
                        "Share of the training steps with a linear warm-up.")
     flags.DEFINE_integer("save_checkpoints_steps", 1000, "Steps between training checkpoints.")
+    define_batching_flags(group_by_length=True)
     define_training_flags()
+
+
+def define_batching_flags(group_by_length: bool) -> None:
+    """How batches are padded (and, with `group_by_length`, grouped in training)."""
+    flags.DEFINE_bool("pad_to_max_length", False,
+                      "Pad every batch to --max_seq_length, the original's fixed shapes. Default: "
+                      "each batch is padded to its own longest sequence (rounded up to "
+                      "--pad_to_multiple_of), which gives the same outputs with less work; "
+                      "evaluation and prediction run examples of similar lengths together and "
+                      "write their outputs in the input's order. TPUs always use fixed shapes.")
+    flags.DEFINE_integer("pad_to_multiple_of", 8,
+                         "Round each batch's padded length up to a multiple of this.")
+    if group_by_length:
+        flags.DEFINE_bool("group_by_length", False,
+                          "Put training examples of similar lengths in the same batch, as "
+                          "transformers' group_by_length: the shuffled examples are sorted by "
+                          "length in groups of 50 batches. This changes which examples share a "
+                          "batch, and so the training run, though not which examples each "
+                          "epoch sees.")
+
+
+def batching_from_flags() -> Batching:
+    """The `Batching` of --pad_to_max_length, --pad_to_multiple_of and --group_by_length."""
+    if FLAGS.pad_to_multiple_of < 1:
+        raise ValueError(f"--pad_to_multiple_of={FLAGS.pad_to_multiple_of} must be positive")
+    on_tpu = "distribution_strategy" in FLAGS and FLAGS.distribution_strategy == "tpu"
+    return Batching(pad_to_max_length=FLAGS.pad_to_max_length or on_tpu,
+                    multiple=FLAGS.pad_to_multiple_of,
+                    group_by_length="group_by_length" in FLAGS and FLAGS.group_by_length)
 
 
 def check_fine_tuning_flags(config) -> None:

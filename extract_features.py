@@ -4,10 +4,7 @@
       --vocab_file=$BERT_DIR/vocab.txt --bert_config_file=$BERT_DIR/bert_config.json \
       --init_checkpoint=$BERT_DIR/bert_model.ckpt --layers=-1,-2,-3,-4 --max_seq_length=128
 """
-import itertools
-
 from absl import app, flags, logging
-import tensorflow as tf
 
 import common_flags
 from data.feature_extraction import (convert_example, features_to_arrays, format_output_line,
@@ -15,6 +12,8 @@ from data.feature_extraction import (convert_example, features_to_arrays, format
 from modeling import checkpoints
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
+from training import prediction
+from training.batching import ArrayExamples
 from utils.output_files import AtomicFile
 from utils.progress import Progress
 
@@ -28,14 +27,9 @@ flags.DEFINE_string("init_checkpoint", None, "Checkpoint of the model: original 
 flags.DEFINE_string("vocab_file", None, "The vocab.txt of the model.")
 flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (uncased models).")
 flags.DEFINE_integer("batch_size", 32, "Examples per batch.")
+common_flags.define_batching_flags(group_by_length=False)
 flags.mark_flags_as_required(["input_file", "output_file", "bert_config_file", "init_checkpoint",
                               "vocab_file"])
-
-
-def _batches(iterable, size):
-    iterator = iter(iterable)
-    while batch := list(itertools.islice(iterator, size)):
-        yield batch
 
 
 def main(_):
@@ -43,23 +37,27 @@ def main(_):
     common_flags.check_max_seq_length(config)
     layer_indexes = parse_layer_indexes(FLAGS.layers, config.num_hidden_layers)
     tokenizer = common_flags.tokenizer_from_flags(config)
+    batching = common_flags.batching_from_flags()
     encoder = BertEncoder(config)
     checkpoints.load_checkpoint(encoder, FLAGS.init_checkpoint)
-    run = tf.function(lambda inputs: encoder(inputs, training=False)["encoder_outputs"])
+    features = [convert_example(e, FLAGS.max_seq_length, tokenizer)
+                for e in read_examples(FLAGS.input_file)]
 
-    with open(FLAGS.input_file, "rb") as f:
-        total = sum(1 for _ in f)
-    progress = Progress("examples", total)
+    def chosen_layers(outputs, batch):
+        return {str(index): outputs["encoder_outputs"][index] for index in layer_indexes}
+
+    progress = Progress("examples", len(features))
     with AtomicFile(FLAGS.output_file) as out:
-        examples = read_examples(FLAGS.input_file)
-        features = (convert_example(e, FLAGS.max_seq_length, tokenizer) for e in examples)
-        for batch in _batches(features, FLAGS.batch_size):
-            all_layers = run(features_to_arrays(batch))
-            selected = [all_layers[index].numpy() for index in layer_indexes]
-            for row, feature in enumerate(batch):
+        start = 0
+        for outputs in prediction.predict_batches(
+                encoder, ArrayExamples(features_to_arrays(features), batching=batching),
+                FLAGS.batch_size, chosen_layers):
+            rows = len(outputs[str(layer_indexes[0])])
+            for row, feature in enumerate(features[start:start + rows]):
                 out.write(format_output_line(feature, layer_indexes,
-                                             [layer[row] for layer in selected]))
-            progress.update(len(batch))
+                                             [outputs[str(i)][row] for i in layer_indexes]))
+            start += rows
+            progress.update(rows)
     logging.info("%s; wrote %s", progress.done(), FLAGS.output_file)
 
 

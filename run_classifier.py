@@ -134,7 +134,7 @@ def _epoch_ends(num_examples: int) -> list[int]:
 
 def _train(run: fine_tuning.FineTuningRun, task: glue_tasks.GlueTask, config: BertConfig,
            splits: dict[str, _Split]) -> fine_tuning.Trained:
-    train = ArrayExamples(splits["train"].arrays)
+    train = ArrayExamples(splits["train"].arrays, batching=common_flags.batching_from_flags())
     if not FLAGS.eval_every_epoch:
         return fine_tuning.train(run, _task(task, config), train,
                                  run.train_steps(train.num_examples))
@@ -181,7 +181,8 @@ def _evaluate(model, task: glue_tasks.GlueTask, split: _Split, global_step: int,
     suffix = split.spec.results_suffix
     epoch_suffix = "" if epoch is None else f"_epoch_{epoch}"
     path = os.path.join(FLAGS.output_dir, f"eval_results{suffix}{epoch_suffix}.txt")
-    logits = fine_tuning.predict(model, split.arrays, FLAGS.eval_batch_size)["logits"]
+    logits = fine_tuning.predict(model, split.arrays, FLAGS.eval_batch_size,
+                                 common_flags.batching_from_flags())["logits"]
     labels = split.arrays["label_ids"]
     if task.is_regression:
         per_example_loss = np.square(logits[:, 0] - labels)
@@ -203,7 +204,8 @@ def _evaluate(model, task: glue_tasks.GlueTask, split: _Split, global_step: int,
 def _predict(model, task: glue_tasks.GlueTask, split: _Split) -> None:
     """test_results{suffix}.tsv: class probabilities [N, num_labels], or scores for regression;
     and the GLUE server's submission file."""
-    logits = fine_tuning.predict(model, split.arrays, FLAGS.predict_batch_size)["logits"]
+    logits = fine_tuning.predict(model, split.arrays, FLAGS.predict_batch_size,
+                                 common_flags.batching_from_flags())["logits"]
     outputs = logits[:, 0] if task.is_regression else tf.nn.softmax(logits, axis=-1).numpy()
     path = os.path.join(FLAGS.output_dir, f"test_results{split.spec.results_suffix}.tsv")
     write_test_results(path, outputs)

@@ -194,7 +194,8 @@ def _word_features(config, path: str, features: ner_features.NerFeatures,
             return {"features": tf.cast(tf.concat(
                 [outputs["encoder_outputs"][i] for i in layers], axis=-1), tf.float32)}
         for outputs in prediction.predict_batches(
-                _encoder(config), ArrayExamples(features.to_arrays(), ENCODER_INPUTS),
+                _encoder(config), ArrayExamples(features.to_arrays(), ENCODER_INPUTS,
+                                              common_flags.batching_from_flags()),
                 FLAGS.predict_batch_size, chosen_layers):
             yield outputs["features"]
 
@@ -227,7 +228,8 @@ def _train(run: fine_tuning.FineTuningRun, config: BertConfig, splits, features,
         return fine_tuning.train(run, _feature_based_task(config, len(labels), layers),
                                  _word_examples(words, _word_labels(features["train"])),
                                  run.train_steps(words.num_sentences))
-    train = ArrayExamples(features["train"].to_arrays())
+    train = ArrayExamples(features["train"].to_arrays(),
+                          batching=common_flags.batching_from_flags())
     return fine_tuning.train(run, _fine_tuned_task(config, len(labels)), train,
                              run.train_steps(train.num_examples))
 
@@ -243,7 +245,8 @@ def _restore(run: fine_tuning.FineTuningRun, config: BertConfig, num_labels: int
 def _tag_fine_tuned(model: BertTokenClassifier, features: ner_features.NerFeatures,
                     labels: list[str], batch_size: int) -> tuple[list[list[str]], float]:
     """Predicted tags per sentence and word, and the mean loss over the labelled words."""
-    logits = fine_tuning.predict(model, features.to_arrays(), batch_size)["logits"]  # [N, T, K]
+    logits = fine_tuning.predict(model, features.to_arrays(), batch_size,
+                                 common_flags.batching_from_flags())["logits"]  # [N, T, K]
     loss = float(losses.token_cross_entropy(logits, features.label_ids))
     return ner_features.predicted_word_tags(features, np.argmax(logits, -1), labels), loss
 

@@ -85,7 +85,8 @@ def _initialise(model: BertPretrainer, path: str | None):
 class _PretrainingRecords:
     """The --input_file records as `fine_tuning.train` reads them."""
 
-    def training_dataset_fn(self, micro_batch: int, seed: int):
+    def training_dataset_fn(self, micro_batch: int, seed: int, xla: bool = False):
+        # Pretraining sequences fill max_seq_length: the records keep their fixed shapes.
         return lambda context: _dataset(True, micro_batch, context)
 
 

@@ -121,6 +121,8 @@ def _task(config: BertConfig) -> fine_tuning.FineTuningTask:
 def _train(run: fine_tuning.FineTuningRun, config: BertConfig, examples: list[SquadExample],
            tokenizer: FullTokenizer) -> fine_tuning.Trained:
     """Fine-tunes for int(questions / batch * epochs) steps, on every window of the questions."""
+    # Padded to max_seq_length whatever --pad_to_max_length says: the original's loss is a
+    # softmax over every position, the padded ones included, so a shorter batch would change it.
     features = ArrayExamples(_training_arrays(examples, tokenizer))
     logging.info("training on %d questions (%d features)", len(examples), features.num_examples)
     return fine_tuning.train(run, _task(config), features, run.train_steps(len(examples)))
@@ -140,7 +142,8 @@ def _predict(model: BertSpanLabeler, examples: list[SquadExample],
         return outputs
 
     model_start = time.monotonic()
-    logits = fine_tuning.predict(model, arrays, FLAGS.predict_batch_size, output_fn=count)
+    logits = fine_tuning.predict(model, arrays, FLAGS.predict_batch_size,
+                                 common_flags.batching_from_flags(), output_fn=count)
     progress.done()
     answers_start = time.monotonic()
     results = [RawResult(int(unique_id), start_logits, end_logits)

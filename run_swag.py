@@ -80,7 +80,8 @@ def _logits(model: BertMultipleChoice, examples: list[swag.SwagExample], tokeniz
             batch_size: int) -> tuple[np.ndarray, np.ndarray]:
     """Per-ending logits float32 [N, 4] and the label ids int32 [N] (0 for unlabelled)."""
     arrays = _arrays(examples, tokenizer)
-    return fine_tuning.predict(model, arrays, batch_size)["logits"], arrays["label_ids"]
+    return fine_tuning.predict(model, arrays, batch_size,
+                               common_flags.batching_from_flags())["logits"], arrays["label_ids"]
 
 
 def _evaluate(model, examples: list[swag.SwagExample], tokenizer, global_step: int) -> None:
@@ -115,7 +116,8 @@ def main(_):
     strategy = common_flags.setup_from_flags()
     run = common_flags.fine_tuning_run(strategy)
     if FLAGS.do_train:
-        train = ArrayExamples(_arrays(examples["train"], tokenizer))
+        train = ArrayExamples(_arrays(examples["train"], tokenizer),
+                              batching=common_flags.batching_from_flags())
         trained = fine_tuning.train(run, _task(config), train,
                                     run.train_steps(train.num_examples))
     else:

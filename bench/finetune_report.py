@@ -42,10 +42,14 @@ def task_summary(results: dict, task) -> dict | None:
     return summary
 
 
-def speed_ratio(timing_runs: dict, task: str) -> float | None:
+# The timing runs' kinds (their seed field), as the speed tables show them.
+TIMING_ROWS = (("timing", "random"), ("timing_grouped", "by length"))
+
+
+def speed_ratio(timing_runs: dict, task: str, kind: str = "timing") -> float | None:
     """transformers' seconds per epoch over this project's (above 1: this project is faster);
-    None until both frameworks have a timing run of the task."""
-    ours, theirs = (timing_runs.get(f"{task}/{fw}/timing") for fw in FRAMEWORKS)
+    None until both frameworks have a timing run of the task of that kind."""
+    ours, theirs = (timing_runs.get(f"{task}/{fw}/{kind}") for fw in FRAMEWORKS)
     if ours is None or theirs is None:
         return None
     return theirs["seconds_per_epoch"] / ours["seconds_per_epoch"]
@@ -83,21 +87,25 @@ def markdown(results: dict, tasks: dict) -> str:
 def _speed_lines(label: str, timing: dict, tasks: dict) -> list[str]:
     versions = ", ".join(f"{k} {v}" for k, v in timing["machine"].get("versions", {}).items())
     lines = ["", f"## Speed on {label}", "",
-             f"One epoch of each task per framework, nothing else running; {versions}. Time "
-             "per epoch of the training loop; ratio = transformers' time / this project's "
-             "(above 1: this project is faster).", "",
-             "| task | max_seq_length | s/epoch this | s/epoch HF | examples/s this | "
-             "examples/s HF | speed ratio |", "|---|---|---|---|---|---|---|"]
+             f"One epoch of each task per framework, nothing else running; {versions}. Each "
+             "batch padded to its longest sequence on both sides; batches random, or grouped "
+             "by length on both sides (`--group_by_length`). Time per epoch of the training "
+             "loop; ratio = transformers' time / this project's (above 1: this project is "
+             "faster).", "",
+             "| task | max_seq_length | batches | s/epoch this | s/epoch HF | examples/s this | "
+             "examples/s HF | speed ratio |", "|---|---|---|---|---|---|---|---|"]
     runs = timing["runs"]
     for task in tasks.values():
-        ratio = None if task.name == "squad_predict" else speed_ratio(runs, task.name)
-        if ratio is None:
-            continue
-        ours, theirs = (runs[f"{task.name}/{fw}/timing"] for fw in FRAMEWORKS)
-        lines.append(f"| {_NAMES[task.name]} | {task.max_seq_length} | "
-                     f"{ours['seconds_per_epoch']:.0f} | {theirs['seconds_per_epoch']:.0f} | "
-                     f"{ours['examples_per_second']:.1f} | {theirs['examples_per_second']:.1f} | "
-                     f"{ratio:.2f}x |")
+        for kind, batches in TIMING_ROWS:
+            ratio = None if task.name == "squad_predict" else speed_ratio(runs, task.name, kind)
+            if ratio is None:
+                continue
+            ours, theirs = (runs[f"{task.name}/{fw}/{kind}"] for fw in FRAMEWORKS)
+            lines.append(
+                f"| {_NAMES[task.name]} | {task.max_seq_length} | {batches} | "
+                f"{ours['seconds_per_epoch']:.0f} | {theirs['seconds_per_epoch']:.0f} | "
+                f"{ours['examples_per_second']:.1f} | {theirs['examples_per_second']:.1f} | "
+                f"{ratio:.2f}x |")
     return lines + _squad_lines(runs)
 
 

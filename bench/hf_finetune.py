@@ -5,8 +5,11 @@ files (read by the project's readers, so both see the same examples), the same m
 the same hyper-parameters: max_seq_length, batch size, learning rate, epochs, 10% linear warm-up
 then linear decay, weight decay 0.01 (not on biases and LayerNorm), dropout 0.1, gradient
 clipping at 1.0. The optimizer is PyTorch's AdamW (bias-corrected, epsilon 1e-8), the tokenizer
-`BertTokenizerFast`, the loop the one of transformers' `run_glue_no_trainer.py` / `run_ner_no_trainer.py`
-examples with the sequences padded to max_seq_length (`--pad_to_max_length`, their default).
+`BertTokenizerFast`, the loop the one of transformers' `run_glue_no_trainer.py` /
+`run_ner_no_trainer.py` examples. Each batch is padded to its own longest sequence, as their data
+collator (`DataCollatorWithPadding`) does unless `--pad_to_max_length` is given
+(`--padding=max_length` here); `--group_by_length` orders the shuffled examples with
+transformers' own `LengthGroupedSampler`, as the Trainer's `group_by_length=True`.
 
     python -m bench.hf_finetune --task=mrpc --model_dir=HF_FOLDER --data_dir=GLUE/MRPC \
         --max_seq_length=96 --seed=1 --result_file=/tmp/result.json
@@ -27,6 +30,7 @@ import time
 import numpy as np
 import torch
 import transformers
+from transformers.trainer_pt_utils import LengthGroupedSampler
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from data.classifier import glue_tasks  # noqa: E402
@@ -84,20 +88,37 @@ def _optimizer(model, args, num_training_steps: int):
     return optimizer, scheduler
 
 
+def _batch(inputs: dict[str, torch.Tensor], index, padding: str) -> dict[str, torch.Tensor]:
+    """The rows `index`; with padding "longest", cut to their longest sequence as the collator
+    pads them (every [N, T] tensor: ids, masks, token labels)."""
+    batch = {k: v[index] for k, v in inputs.items()}
+    if padding == "max_length":
+        return batch
+    mask = batch["attention_mask"]
+    width = int(mask.sum(1).max())
+    return {k: v[:, :width] if v.dim() == 2 and v.shape == mask.shape else v
+            for k, v in batch.items()}
+
+
 def _train(model, train: dict[str, torch.Tensor], args) -> float:
     """Fine-tunes in place; returns the training loop's seconds."""
     num_examples = len(train["labels"])
     generator = torch.Generator().manual_seed(args.seed)
     batches_per_epoch = -(-num_examples // args.train_batch_size)
     optimizer, scheduler = _optimizer(model, args, batches_per_epoch * args.num_train_epochs)
+    lengths = train["attention_mask"].sum(1).tolist()
     model.train()
     start = time.perf_counter()
     for epoch in range(args.num_train_epochs):
-        order = torch.randperm(num_examples, generator=generator)
+        if args.group_by_length:
+            order = torch.tensor(list(LengthGroupedSampler(
+                args.train_batch_size, lengths=lengths, generator=generator)))
+        else:
+            order = torch.randperm(num_examples, generator=generator)
         losses = []
         for first in range(0, num_examples, args.train_batch_size):
             index = order[first:first + args.train_batch_size]
-            loss = model(**{k: v[index] for k, v in train.items()}).loss
+            loss = model(**_batch(train, index, args.padding)).loss
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
@@ -110,16 +131,23 @@ def _train(model, train: dict[str, torch.Tensor], args) -> float:
 
 
 @torch.no_grad()
-def _logits(model, inputs: dict[str, torch.Tensor], batch_size: int, keys=("logits",)):
+def _logits(model, inputs: dict[str, torch.Tensor], batch_size: int, padding: str,
+            keys=("logits",), per_token: bool = False):
+    """Outputs in input order, each batch padded as `padding` says; `per_token` outputs
+    ([B, T, ...]) are padded back to max_seq_length."""
     model.eval()
     inputs = {k: v for k, v in inputs.items() if k != "labels"}
-    count = len(next(iter(inputs.values())))
+    count, width = inputs["input_ids"].shape
     outputs = {key: [] for key in keys}
     for first in range(0, count, batch_size):
         with torch.inference_mode():  # as a user predicts: no autograd records
-            result = model(**{k: v[first:first + batch_size] for k, v in inputs.items()})
+            result = model(**_batch(inputs, slice(first, first + batch_size), padding))
         for key in keys:
-            outputs[key].append(result[key].float().numpy())
+            value = result[key].float().numpy()
+            if per_token:
+                value = np.pad(value, [(0, 0), (0, width - value.shape[1])] +
+                               [(0, 0)] * (value.ndim - 2))
+            outputs[key].append(value)
     return {key: np.concatenate(values) for key, values in outputs.items()}
 
 
@@ -134,7 +162,7 @@ def _run_glue(args) -> dict:
         args.model_dir, num_labels=task.num_labels,
         problem_type="regression" if task.is_regression else "single_label_classification")
     seconds = _train(model, train, args)
-    logits = _logits(model, dev, args.eval_batch_size)["logits"]
+    logits = _logits(model, dev, args.eval_batch_size, args.padding)["logits"]
     results = task_metrics(task, logits, dev["labels"].numpy())
     return {**results, **_timing(len(train["labels"]), args.num_train_epochs, seconds)}
 
@@ -149,7 +177,8 @@ def _run_ner(args) -> dict:
     model = transformers.BertForTokenClassification.from_pretrained(args.model_dir,
                                                                     num_labels=len(labels))
     seconds = _train(model, train, args)
-    predicted = np.argmax(_logits(model, dev, args.eval_batch_size)["logits"], -1)
+    predicted = np.argmax(_logits(model, dev, args.eval_batch_size, args.padding,
+                                  per_token=True)["logits"], -1)
     # A word cut off by max_seq_length is tagged O, as run_ner.py does.
     tags = [[labels[row[p]] if p >= 0 else conll.OUTSIDE_TAG for p in word_positions]
             for row, word_positions in zip(predicted, positions)]
@@ -179,7 +208,8 @@ def _run_squad_predict(args) -> dict:
     inputs = {k: torch.tensor(encoded[k])
               for k in ("input_ids", "attention_mask", "token_type_ids")}
     model_start = time.perf_counter()
-    logits = _logits(model, inputs, args.eval_batch_size, keys=("start_logits", "end_logits"))
+    logits = _logits(model, inputs, args.eval_batch_size, args.padding,
+                     keys=("start_logits", "end_logits"), per_token=True)
     answers_start = time.perf_counter()
     predictions = _best_spans(encoded, logits, questions, args.max_answer_length)
     end = time.perf_counter()
@@ -233,6 +263,11 @@ def main() -> None:
     parser.add_argument("--num_train_epochs", type=int, default=3)
     parser.add_argument("--warmup_proportion", type=float, default=0.1)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--padding", choices=("longest", "max_length"), default="longest",
+                        help="Pad each batch to its longest sequence (the collator's default) "
+                        "or to --max_seq_length.")
+    parser.add_argument("--group_by_length", action="store_true",
+                        help="Batch examples of similar lengths (LengthGroupedSampler).")
     args = parser.parse_args()
     transformers.set_seed(args.seed)
     if args.task == "squad_predict":

@@ -302,7 +302,7 @@ class TextTokenizer(tf.Module):
         return tf.cast(ids, tf.int32), first_char, last_char, tf.gather(word_rows, piece_words)
 
     def pack(self, first_ids: tf.RaggedTensor, second_ids: tf.RaggedTensor | None,
-             max_seq_length: int) -> dict[str, tf.Tensor]:
+             max_seq_length: int, pad_to_longest: bool = False) -> dict[str, tf.Tensor]:
         """Packs `[CLS] A [SEP] B [SEP]` as the original `convert_single_example`.
 
         Truncation follows `truncated_lengths`; a row whose B is empty is packed as
@@ -311,7 +311,9 @@ class TextTokenizer(tf.Module):
         Args:
           first_ids: int32 RaggedTensor [B, (tokens)], segment A.
           second_ids: int32 RaggedTensor [B, (tokens)], segment B, or None.
-          max_seq_length: output length T (at least 3).
+          max_seq_length: the longest packed sequence (at least 3); the output length T.
+          pad_to_longest: pad only to the longest packed row instead (T at most
+            max_seq_length).
 
         Returns:
           `input_ids`, `input_mask`, `segment_ids`: int32 [B, T], zero-padded.
@@ -336,7 +338,7 @@ class TextTokenizer(tf.Module):
         input_ids = tf.concat(pieces, axis=1)
         segment_ids = tf.concat([tf.zeros_like(p) for p in pieces[:3]]
                                 + [tf.ones_like(p) for p in pieces[3:]], axis=1)
-        shape = [None, max_seq_length]
+        shape = [None, None if pad_to_longest else max_seq_length]
         return {
             INPUT_IDS: input_ids.to_tensor(0, shape=shape),
             INPUT_MASK: tf.ones_like(input_ids).to_tensor(0, shape=shape),

@@ -9,6 +9,7 @@ from modeling.transformer_layer import TransformerLayer
 
 # The encoder's input keys, which are the TFRecord feature keys (data/tfrecord_schema.py).
 ENCODER_INPUTS = ("input_ids", "input_mask", "segment_ids")
+INPUT_IDS, INPUT_MASK, SEGMENT_IDS = ENCODER_INPUTS
 
 
 class Pooler(keras.layers.Layer):

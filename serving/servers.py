@@ -66,18 +66,19 @@ def packed_offsets(features: dict[str, tf.Tensor], first: tf.RaggedTensor,
     if second is not None:
         pieces += [take_prefix(second, tf.maximum(second_length - 1, 0)),
                    tf.ragged.boolean_mask(marker, (second_length > 0)[:, tf.newaxis])]
-    length = features["input_mask"].shape[1]
-    return tf.concat(pieces, axis=1).to_tensor(-1, shape=[None, length])
+    return tf.concat(pieces, axis=1).to_tensor(
+        -1, shape=tf.shape(features["input_mask"], out_type=tf.int64))
 
 
 class _TextModule(tf.Module):
     """Tokenizes and packs one or two texts, keeping each token's offsets."""
 
     def __init__(self, tokenizer: TextTokenizer, max_seq_length: int, vocab_file: str,
-                 name: str | None = None):
+                 pad_to_longest: bool, name: str | None = None):
         super().__init__(name=name)
         self.tokenizer = tokenizer
         self.max_seq_length = max_seq_length
+        self.pad_to_longest = pad_to_longest
         # As TF-Hub BERT modules: the vocabulary travels as an asset, the casing as a variable.
         self.vocab_file = tf.saved_model.Asset(vocab_file)
         self.do_lower_case = tf.Variable(tokenizer.do_lower_case, trainable=False)
@@ -88,14 +89,19 @@ class _TextModule(tf.Module):
         second_ids = second_begin = second_end = None
         if second is not None:
             second_ids, second_begin, second_end = self.tokenizer.tokenize_with_offsets(second)
-        features = self.tokenizer.pack(ids, second_ids, self.max_seq_length)
+        features = self.tokenizer.pack(ids, second_ids, self.max_seq_length, self.pad_to_longest)
         offsets = {"token_begin": packed_offsets(features, begin, second_begin),
                    "token_end": packed_offsets(features, end, second_end)}
         return features, offsets
 
 
 class Preprocessor(_TextModule):
-    """Text -> `input_word_ids`, `input_mask`, `input_type_ids` int32 [B, max_seq_length]."""
+    """Text -> `input_word_ids`, `input_mask`, `input_type_ids` int32 [B, max_seq_length], the
+    fixed shapes of TF-Hub's BERT preprocessors."""
+
+    def __init__(self, tokenizer: TextTokenizer, max_seq_length: int, vocab_file: str,
+                 name: str | None = None):
+        super().__init__(tokenizer, max_seq_length, vocab_file, pad_to_longest=False, name=name)
 
     def _hub_features(self, first, second=None):
         features, _ = self._features(first, second)
@@ -137,13 +143,16 @@ class TextModelServer(_TextModule):
     """Text -> the outputs of a model's head, plus `input_mask`, `segment_ids` and the code-point
     offsets `token_begin`/`token_end` [B, T] of each token in its text (-1 for special tokens).
 
+    T is the longest packed text of the call (at most `max_seq_length`): each call is padded to
+    its own longest text, not to `max_seq_length`.
+
     Signatures: SQuAD `serving_default(question, context)`; other heads `serving_default(text)`
     and `serving_pair(text_a, text_b)`. A multiple-choice model has no text signature.
     """
 
     def __init__(self, model: keras.Model, tokenizer: TextTokenizer, max_seq_length: int,
                  vocab_file: str, name: str | None = None):
-        super().__init__(tokenizer, max_seq_length, vocab_file, name=name)
+        super().__init__(tokenizer, max_seq_length, vocab_file, pad_to_longest=True, name=name)
         self.spec = model_spec(model)
         if self.spec.head == "multiple_choice":
             raise ValueError("a multiple-choice model has no text serving signature")

@@ -1,9 +1,12 @@
 """How examples become batches: every row once per epoch, replicas splitting the same shuffle,
-prediction in order, and host-gathered batches padded to their own width."""
+prediction in order, batches cut to their own length (the same rows as fixed padding), grouped by
+length on request, and host-gathered batches padded to their own width."""
 import numpy as np
+import pytest
 import tensorflow as tf
 
-from training.batching import ArrayExamples, HostExamples
+from training.batching import (FIXED, XLA_LENGTHS, ArrayExamples, Batching, HostExamples,
+                               sequence_lengths)
 
 
 def _arrays(num_examples: int = 10) -> dict[str, np.ndarray]:
@@ -64,3 +67,78 @@ def test_host_examples_pad_each_batch_to_its_own_width():
     assert [batch["values"].shape for batch in batches] == [(2, 3), (2, 2)]
     np.testing.assert_array_equal(batches[0]["values"], [[1, 0, 0], [2, 2, 2]])
     assert examples.prediction_dataset(2).element_spec["values"].shape.as_list() == [None, None]
+
+
+def test_padded_lengths_are_multiples_up_to_max_length_and_few_under_xla():
+    assert Batching(multiple=8).padded_lengths(40) == (8, 16, 24, 32, 40)
+    assert Batching(multiple=8).padded_lengths(36) == (8, 16, 24, 32, 36)
+    assert Batching(multiple=1).padded_lengths(3) == (1, 2, 3)
+    assert FIXED.padded_lengths(128) == (128,)
+    # Under XLA at most XLA_LENGTHS shapes: steps of max_length / 8 rounded up to the multiple.
+    assert Batching(multiple=8).padded_lengths(128, xla=True) == tuple(range(16, 129, 16))
+    assert Batching(multiple=8).padded_lengths(384, xla=True) == tuple(range(48, 385, 48))
+    assert Batching(multiple=8).padded_lengths(100, xla=True) == (16, 32, 48, 64, 80, 96, 100)
+    assert len(Batching(multiple=1).padded_lengths(512, xla=True)) == XLA_LENGTHS
+    with pytest.raises(ValueError, match="at least 1"):
+        Batching(multiple=0)
+
+
+def test_sequence_lengths_reach_the_last_real_token_of_any_choice():
+    mask = np.array([[1, 1, 0, 0], [1, 1, 1, 1], [0, 0, 0, 0]])
+    np.testing.assert_array_equal(sequence_lengths(mask), [2, 4, 0])
+    choices = np.array([[[1, 0, 0, 0], [1, 1, 1, 0]], [[1, 1, 0, 0], [1, 0, 0, 0]]])
+    np.testing.assert_array_equal(sequence_lengths(choices), [3, 2])
+
+
+def _varied(num_examples: int, width: int = 16, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    lengths = np.minimum(rng.geometric(4 / width, num_examples), width)  # mostly short
+    mask = (np.arange(width)[None] < lengths[:, None]).astype(np.int32)
+    ids = rng.integers(1, 50, (num_examples, width)).astype(np.int32) * mask
+    return {"input_ids": ids, "input_mask": mask, "label_ids": np.where(mask > 0, ids, -1),
+            "row": np.arange(num_examples, dtype=np.int32)}
+
+
+def test_training_batches_are_the_fixed_ones_cut_to_their_longest_row_rounded_up():
+    arrays = _varied(40)
+    fixed = _take(ArrayExamples(arrays).training_dataset_fn(8, seed=5)(
+        tf.distribute.InputContext()), 10)
+    cut = _take(ArrayExamples(arrays, batching=Batching(multiple=4)).training_dataset_fn(
+        8, seed=5)(tf.distribute.InputContext()), 10)
+    widths = []
+    for full, short in zip(fixed, cut):
+        np.testing.assert_array_equal(full["row"], short["row"])   # the same rows, same order
+        longest = int(arrays["input_mask"][full["row"]].sum(-1).max())
+        width = short["input_ids"].shape[1]
+        assert width == min(16, -(-longest // 4) * 4)
+        for key in ("input_ids", "input_mask", "label_ids"):  # every array shaped as the mask
+            np.testing.assert_array_equal(short[key], full[key][:, :width])
+            assert not full[key][:, width:].any() if key != "label_ids" else \
+                (full[key][:, width:] == -1).all()
+        widths.append(width)
+    assert min(widths) < 16, "some batch is shorter than max_seq_length"
+
+
+def test_group_by_length_sorts_each_group_of_the_same_shuffle_longest_first():
+    arrays = _varied(64)
+    plain = _take(ArrayExamples(arrays).training_dataset_fn(4, seed=2)(
+        tf.distribute.InputContext()), 8)
+    examples = ArrayExamples(arrays, batching=Batching(group_by_length=True))
+    grouped = _take(examples.training_dataset_fn(4, seed=2)(tf.distribute.InputContext()), 8)
+    # 64 rows in batches of 4: groups of 4 batches, so that there are four groups.
+    for group in range(2):
+        rows_plain = np.concatenate([b["row"] for b in plain[4 * group:4 * group + 4]])
+        rows_grouped = np.concatenate([b["row"] for b in grouped[4 * group:4 * group + 4]])
+        assert sorted(rows_plain) == sorted(rows_grouped)
+        lengths = examples.lengths[rows_grouped]
+        assert list(lengths) == sorted(lengths, reverse=True)
+        np.testing.assert_array_equal(
+            rows_grouped, rows_plain[np.argsort(-examples.lengths[rows_plain], kind="stable")])
+
+
+def test_xla_batches_take_only_the_bucket_lengths():
+    examples = ArrayExamples(_varied(200, width=64), batching=Batching(multiple=8))
+    widths = {batch["input_ids"].shape[1] for batch in
+              _take(examples.prediction_dataset(3, xla=True), 100)}
+    assert widths <= set(Batching(multiple=8).padded_lengths(64, xla=True))
+    assert len(widths) > 1

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from bench import finetune_real_weights, finetune_report
-from bench.finetune_real_weights import (TASKS, TIMING, FineTuneTask, plan, run_key, runs_table,
+from bench.finetune_real_weights import (TASKS, TIMING, TIMING_GROUPED, TIMINGS, FineTuneTask,
+                                         drop_stale_runs, plan, run_key, runs_table,
                                          training_timing)
 from data import tokenization
 from data.ner import conll, features
@@ -20,18 +21,35 @@ def test_plan_runs_every_task_once_before_the_extra_seeds_then_times_each_task()
     assert runs[:len(first_round)] == [(t, f, 1) for t, f in first_round]
     for name, task in TASKS.items():
         for framework in ("this_project", "transformers"):
-            assert sorted(s for t, f, s in runs if (t, f) == (name, framework) and s != TIMING) \
-                == list(range(1, task.seeds + 1))
-    # The timing runs come last: one per task and framework, SQuAD prediction among them.
+            assert sorted(s for t, f, s in runs if (t, f) == (name, framework)
+                          and s not in TIMINGS) == list(range(1, task.seeds + 1))
+    # The timing runs come last: one per task and framework, SQuAD prediction among them, then
+    # one with length-grouped batches per training task and framework.
     timing = [(t, f) for t, f, seed in runs if seed == TIMING]
-    assert runs[-len(timing):] == [(t, f, TIMING) for t, f in timing]
+    grouped = [(t, f) for t, f, seed in runs if seed == TIMING_GROUPED]
+    assert runs[-len(timing) - len(grouped):] == \
+        [(t, f, TIMING) for t, f in timing] + [(t, f, TIMING_GROUPED) for t, f in grouped]
     assert timing == [(t, f) for t in TASKS for f in ("this_project", "transformers")]
+    assert grouped == [(t, f) for t, f in timing if t != "squad_predict"]
     # At least two tasks with three seeds per framework.
     assert sum(task.seeds >= 3 for task in TASKS.values()) >= 2
-    assert all(seed in (1, TIMING) for _, _, seed in plan(list(TASKS), 1))
-    assert all(seed != TIMING for _, _, seed in plan(list(TASKS), None, "accuracy"))
-    assert plan(["mrpc"], None, TIMING) == [("mrpc", "this_project", TIMING),
-                                            ("mrpc", "transformers", TIMING)]
+    assert all(seed in (1, *TIMINGS) for _, _, seed in plan(list(TASKS), 1))
+    assert all(seed not in TIMINGS for _, _, seed in plan(list(TASKS), None, "accuracy"))
+    assert plan(["mrpc"], None, TIMING) == [
+        ("mrpc", "this_project", TIMING), ("mrpc", "transformers", TIMING),
+        ("mrpc", "this_project", TIMING_GROUPED), ("mrpc", "transformers", TIMING_GROUPED)]
+
+
+def test_every_task_runs_at_the_scripts_default_length_and_stale_runs_are_dropped():
+    assert {t.max_seq_length for n, t in TASKS.items() if n != "squad_predict"} == {128}
+    assert TASKS["squad_predict"].max_seq_length == 384
+    results = {"runs": {"mrpc/this_project/1": {"max_seq_length": 88},
+                        "mrpc/transformers/1": {"max_seq_length": 128},
+                        "cola/transformers/1": {}},
+               "timing": {"m": {"runs": {"cola/this_project/timing": {"max_seq_length": 32}}}}}
+    drop_stale_runs(results)
+    assert results == {"runs": {"mrpc/transformers/1": {"max_seq_length": 128}},
+                       "timing": {"m": {"runs": {}}}}
 
 
 def test_timings_are_kept_per_kind_of_machine(monkeypatch):
@@ -102,7 +120,7 @@ def test_markdown_shows_each_task_with_both_frameworks_and_a_speed_table_per_mac
     rows = [line for line in text.splitlines() if line.startswith("| CoLA")]
     assert rows[0].split(" | ")[1:] == ["MCC", "3/3", "42.0 ± 2.0", "45.0 ± 1.0", "**no** |"]
     assert "## Speed on EPYC, 2 cores, avx2" in text
-    assert rows[1].split(" | ")[1:] == ["32", "20", "25", "5.0", "4.0", "1.25x |"]
+    assert rows[1].split(" | ")[1:] == ["32", "random", "20", "25", "5.0", "4.0", "1.25x |"]
 
 
 def test_markdown_shows_the_squad_prediction_beside_the_epoch_timings():
@@ -164,3 +182,25 @@ def test_the_transformers_answer_is_the_best_span_inside_the_context(uncased_voc
     answers = _best_spans(encoded, {"start_logits": start_logits, "end_logits": end_logits},
                           questions, max_answer_length=30)
     assert answers == {"q1": "old man"}
+
+
+def test_the_transformers_batches_are_its_collators(uncased_vocab, tmp_path):
+    """Cut to the batch's longest row, the peer's batches are what DataCollatorWithPadding
+    makes of the unpadded encodings."""
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    from bench.hf_finetune import _batch
+    shutil.copyfile(uncased_vocab, tmp_path / "vocab.txt")
+    tokenizer = transformers.BertTokenizerFast(str(tmp_path / "vocab.txt"), do_lower_case=True)
+    texts = ["a short one", "a somewhat longer sentence than the first", "mid length text",
+             "x"]
+    padded = {k: torch.tensor(v) for k, v in tokenizer(
+        texts, max_length=32, truncation=True, padding="max_length").items()}
+    collator = transformers.DataCollatorWithPadding(tokenizer)
+    for rows in ([0, 2], [1, 3], [3]):
+        ours = _batch(padded, torch.tensor(rows), "longest")
+        theirs = collator([{k: v for k, v in tokenizer(texts[r]).items()} for r in rows])
+        assert set(ours) == set(theirs)
+        for key in ours:
+            assert torch.equal(ours[key], theirs[key]), key
+    assert _batch(padded, torch.tensor([0]), "max_length")["input_ids"].shape == (1, 32)

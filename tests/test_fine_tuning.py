@@ -12,7 +12,7 @@ from modeling import losses
 from modeling.config import BertConfig
 from modeling.task_models import BertClassifier
 from training import fine_tuning, prediction, xla_choice
-from training.batching import ArrayExamples
+from training.batching import FIXED, ArrayExamples, Batching
 from training.optimizer import create_optimizer
 from training.trainer import TrainingConfig
 
@@ -36,18 +36,18 @@ def test_predict_returns_every_example_in_order_as_one_call_computes():
     np.testing.assert_allclose(logits, expected, atol=1e-5)
 
 
-def test_repeated_predictions_reuse_the_model_traces():
-    """Evaluating every epoch must not trace again (TensorFlow's retracing warning)."""
+@pytest.mark.parametrize("batching", [FIXED, Batching(multiple=2)], ids=["fixed", "to_batch"])
+def test_repeated_predictions_reuse_the_model_trace(batching):
+    """Evaluating every epoch must not trace again (TensorFlow's retracing warning): one trace
+    serves every batch size and, when batches are cut to their length, every length."""
     keras.utils.set_random_seed(0)
     model = BertClassifier(_CONFIG, 3)
     for seed, num_examples in enumerate((11, 9, 13, 11)):
-        fine_tuning.predict(model, _arrays(num_examples, seed), batch_size=4)
-    # A full batch, then the batch dimension relaxed for the smaller last batches.
-    (function,) = prediction._inference_functions[model].values()
-    assert function.experimental_get_tracing_count() <= 2
+        fine_tuning.predict(model, _arrays(num_examples, seed), 4, batching)
+    assert prediction.traces(model) == 1
     other = BertClassifier(_CONFIG, 3)
-    assert prediction._inference_function(other, False) is not \
-        prediction._inference_function(model, False)
+    fine_tuning.predict(other, _arrays(5, 0), 4, batching)
+    assert prediction.traces(other) == 1 and prediction.traces(model) == 1
 
 
 @pytest.mark.parametrize("avx512", [False, True])
@@ -60,7 +60,7 @@ def test_prediction_compiles_with_xla_where_the_rule_prefers_it(monkeypatch, avx
                                                intermediate_size=32), 3)
     arrays = _arrays(40, seed=1)
     logits = fine_tuning.predict(model, arrays, batch_size=32)["logits"]
-    assert list(prediction._inference_functions[model]) == [not avx512]
+    assert [jit for jit, _ in prediction._inference_functions[model]] == [not avx512]
     np.testing.assert_allclose(logits, model(arrays, training=False)["logits"], atol=1e-5)
 
 

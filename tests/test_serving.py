@@ -164,6 +164,25 @@ def test_classifier_text_model(tokenizer, vocab_file, config):
         np.testing.assert_allclose(outputs["probabilities"].numpy(), probabilities, atol=1e-6)
 
 
+def test_each_call_is_padded_to_its_own_longest_text(tokenizer, vocab_file, config):
+    model = BertSpanLabeler(config)
+    outputs = TextModelServer(model, tokenizer, T, vocab_file)._serve(
+        tf.constant([HELLO, "the cat"]))
+    # HELLO packs to 6 tokens, "the cat" to 4: the call is 6 wide, not T = 10.
+    assert outputs["start_logits"].shape == (2, 6)
+    np.testing.assert_array_equal(outputs["input_mask"].numpy(), [[1] * 6, [1] * 4 + [0] * 2])
+    np.testing.assert_array_equal(outputs["token_begin"].numpy(),
+                                  [SINGLES["token_begin"][0][:6], [-1, 0, 4, -1, -1, -1]])
+    padded = {"input_ids": tf.constant([SINGLES["input_ids"][0], [2, 9, 10, 3] + [0] * 6]),
+              "input_mask": tf.constant([SINGLES["input_mask"][0], [1] * 4 + [0] * 6]),
+              "segment_ids": tf.zeros([2, T], tf.int32)}
+    expected = model(padded, training=False)
+    real = outputs["input_mask"].numpy() > 0
+    for name in ("start_logits", "end_logits"):
+        np.testing.assert_allclose(outputs[name].numpy()[real],
+                                   expected[name].numpy()[:, :6][real], atol=1e-5)
+
+
 def test_regression_text_model_gives_predictions(tokenizer, vocab_file, config):
     model = BertClassifier(config, num_labels=1)
     outputs = _eager_pairs(TextModelServer(model, tokenizer, T, vocab_file)._serve)

@@ -28,16 +28,17 @@ import tensorflow as tf
 from modeling import checkpoints
 from modeling.task_models import ENCODER_INPUTS
 from training import prediction
-from training.batching import ArrayExamples, DatasetFn
+from training.batching import FIXED, ArrayExamples, Batching, DatasetFn
 from training.checkpointing import resumes
-from training.trainer import LossFn, Trainer, TrainingConfig
+from training.trainer import LossFn, Trainer, TrainingConfig, uses_xla
 
 
 class TrainingData(Protocol):
     """What `train` reads: an infinite, deterministic dataset of micro-batches per input context
     (`training.batching.IndexedExamples` for in-memory features, TFRecords for pretraining)."""
 
-    def training_dataset_fn(self, micro_batch: int, seed: int) -> DatasetFn: ...
+    def training_dataset_fn(self, micro_batch: int, seed: int, xla: bool = False) -> DatasetFn:
+        """`xla`: the step is compiled with XLA (which compiles each shape once)."""
 
 
 class Trained(NamedTuple):
@@ -160,8 +161,9 @@ def train(run: FineTuningRun, task: FineTuningTask, data: TrainingData, num_trai
         optimizer = run.optimizer_fn(num_train_steps)
         if task.initialise is not None and not resumes(run.output_dir):
             task.initialise(model, run.init_checkpoint)
-    micro_batch = run.batch_size // run.config_fn(num_train_steps).gradient_accumulation_steps
-    dataset_fn = data.training_dataset_fn(micro_batch, run.seed)
+    config = run.config_fn(num_train_steps)
+    micro_batch = run.batch_size // config.gradient_accumulation_steps
+    dataset_fn = data.training_dataset_fn(micro_batch, run.seed, uses_xla(config, model))
     ends = sorted({step for step in stops if step < num_train_steps} | {num_train_steps})
     for number, end_step in enumerate(ends, start=1):
         trainer = Trainer(run.strategy, model, optimizer, task.loss_fn, run.config_fn(end_step),
@@ -199,15 +201,18 @@ def restore(run: FineTuningRun, task: FineTuningTask) -> Trained:
 
 
 def predict(model: keras.Model, arrays: Mapping[str, np.ndarray], batch_size: int,
+            batching: Batching = FIXED,
             output_fn: prediction.OutputFn | None = None) -> dict[str, np.ndarray]:
-    """Runs a BERT task model over in-memory features in order; returns its stacked outputs.
+    """Runs a BERT task model over in-memory features; returns its outputs, stacked in order.
 
     Args:
         model: the task model.
         arrays: the features, int32 [N, ...] `input_ids`, `input_mask`, `segment_ids` (other
             arrays are ignored).
         batch_size: examples per call.
+        batching: how batches are padded (`common_flags.batching`); rows of similar lengths are
+            run together unless they are padded to max_seq_length.
         output_fn: see `training.prediction.predict_batches`.
     """
-    return prediction.predict(model, ArrayExamples(arrays, ENCODER_INPUTS), batch_size,
-                              output_fn)
+    return prediction.predict(model, ArrayExamples(arrays, ENCODER_INPUTS, batching),
+                              batch_size, output_fn)

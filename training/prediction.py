@@ -1,9 +1,17 @@
-"""Running a trained model over every example in order: batched, traced once per model."""
+"""Running a trained model over every example in order: batched by length, traced once per model.
+
+Rows of similar lengths are run together, so that each batch is cut to little more than its own
+longest sequence (`training.batching.Batching`), and their outputs are put back in the input's
+order. Every output axis of the batch's length (a per-token output) is padded back with zeros to
+the features' full width, so that callers see the shapes of fixed padding whatever the batches
+were.
+"""
 from __future__ import annotations
 
 from typing import Callable, Iterator
 import weakref
 
+from absl import logging
 import keras
 import numpy as np
 import tensorflow as tf
@@ -14,33 +22,85 @@ from training.xla_choice import prefers_xla
 # output_fn(model_outputs, batch) -> the outputs to keep, e.g. the logits of real words only.
 OutputFn = Callable[[dict, dict], dict]
 
+# Batches sorted by length together when outputs are streamed (`predict_batches`): the outputs of
+# this many batches are held at once.
+STREAM_WINDOW = 8
+
 
 def predict_batches(model: keras.Model, examples: IndexedExamples, batch_size: int,
-                    output_fn: OutputFn | None = None) -> Iterator[dict[str, np.ndarray]]:
-    """Yields the model's outputs (training=False) for each batch of `examples`, in order.
+                    output_fn: OutputFn | None = None,
+                    window: int | None = STREAM_WINDOW) -> Iterator[dict[str, np.ndarray]]:
+    """Yields the model's outputs (training=False) for the rows of `examples`, in their order.
+
+    Where the examples have lengths, each window of `window` batches' rows (None: all rows) is
+    run sorted by length and put back in order; each yield holds the outputs of one window's
+    consecutive rows. Otherwise each yield is one batch, in order.
 
     Args:
         model: a task model, or any Keras model taking the examples' batches.
         examples: the rows to run over; every array they batch is given to the model.
         batch_size: rows per call (the last batch may be smaller).
-        output_fn: picks or reshapes the outputs to keep (default: every tensor output).
+        output_fn: picks or reshapes the outputs to keep (default: every tensor output); where
+            rows are sorted it must keep one output row per input row.
+        window: batches sorted together.
     """
-    run = _inference_function(model, _prefers_xla(model, examples, batch_size))
-    for batch in examples.prediction_dataset(batch_size):
-        outputs = run(batch)
-        outputs = output_fn(outputs, batch) if output_fn else outputs
-        yield {key: value.numpy() for key, value in outputs.items()
-               if isinstance(value, tf.Tensor)}
+    xla = _prefers_xla(model, examples, batch_size)
+    width = getattr(examples, "max_length", None)
+    if examples.lengths is None or examples.batching.pad_to_max_length:
+        dataset = examples.prediction_dataset(batch_size, xla=xla)
+        run = _traced(model, xla, width, dataset)
+        for batch in dataset:
+            yield _outputs(run, batch, output_fn)
+        _log_traces(model, run, examples.num_examples, None)
+        return
+    rows_per_window = examples.num_examples if window is None else window * batch_size
+    starts = range(0, examples.num_examples, max(rows_per_window, 1))
+    order = np.concatenate([start + np.argsort(examples.lengths[start:start + rows_per_window],
+                                               kind="stable") for start in starts]
+                           or [np.zeros(0, np.int64)])
+    dataset = examples.prediction_dataset(batch_size, rows=order, xla=xla)
+    run = _traced(model, xla, width, dataset)
+    pending: list[dict[str, np.ndarray]] = []
+    done = start = 0
+    widths: set[int] = set()
+    for batch in dataset:
+        widths.add(int(batch[next(iter(batch))].shape[-1]))
+        pending.append(_outputs(run, batch, output_fn))
+        done += int(batch[next(iter(batch))].shape[0])
+        if done - start == rows_per_window or done == examples.num_examples:
+            inverse = np.argsort(order[start:done], kind="stable")
+            yield {key: np.concatenate([outputs[key] for outputs in pending])[inverse]
+                   for key in pending[0]}
+            pending, start = [], done
+    _log_traces(model, run, examples.num_examples, widths)
 
 
 def predict(model: keras.Model, examples: IndexedExamples, batch_size: int,
             output_fn: OutputFn | None = None) -> dict[str, np.ndarray]:
-    """`predict_batches`, each output concatenated over the batches."""
+    """`predict_batches` over all rows at once, each output concatenated over the batches."""
     collected: dict[str, list[np.ndarray]] = {}
-    for outputs in predict_batches(model, examples, batch_size, output_fn):
+    for outputs in predict_batches(model, examples, batch_size, output_fn, window=None):
         for key, value in outputs.items():
             collected.setdefault(key, []).append(value)
     return {key: np.concatenate(values) for key, values in collected.items()}
+
+
+def traces(model: keras.Model) -> int:
+    """How many times prediction has traced `model` (over every XLA choice and width)."""
+    return sum(function.experimental_get_tracing_count()
+               for function in _inference_functions.get(model, {}).values())
+
+
+def _outputs(run, batch: dict, output_fn: OutputFn | None) -> dict[str, np.ndarray]:
+    outputs = run(batch)
+    outputs = output_fn(outputs, batch) if output_fn else outputs
+    return {key: value.numpy() for key, value in outputs.items() if isinstance(value, tf.Tensor)}
+
+
+def _log_traces(model: keras.Model, run, num_rows: int, widths: set[int] | None) -> None:
+    lengths = "" if widths is None else f", padded to lengths {sorted(widths)}"
+    logging.info("predicted %d rows%s; %s traced %d time(s)", num_rows, lengths, model.name,
+                 run.experimental_get_tracing_count())
 
 
 def _prefers_xla(model: keras.Model, examples: IndexedExamples, batch_size: int) -> bool:
@@ -52,22 +112,40 @@ def _prefers_xla(model: keras.Model, examples: IndexedExamples, batch_size: int)
     return prefers_xla(model.compute_dtype, tokens, config.hidden_size, forward_only=True)
 
 
-# One compiled inference function per model (and XLA choice), so that repeated evaluations reuse
-# its traces.
+# One compiled inference function per model, XLA choice and output width, so that repeated
+# evaluations reuse its traces.
 _inference_functions: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _inference_function(model: keras.Model, jit_compile: bool) -> Callable[[dict], dict]:
-    """`model(batch, training=False)` as a tf.function traced once per input signature.
+def _traced(model: keras.Model, jit_compile: bool, width: int | None,
+            dataset: tf.data.Dataset) -> tf.types.experimental.PolymorphicFunction:
+    """`model(batch, training=False)` as a tf.function, traced for the dataset's element spec.
 
-    The batch dimension is left unknown, so that the last, smaller batch reuses the trace (XLA
-    compiles it once more for its shape).
+    The spec leaves the batch size (and, with batches cut to their length, the length) unknown,
+    so one trace serves every batch; XLA compiles it once per shape. Output axes of unknown size
+    after the first (the length) are padded back to `width`.
     """
     functions = _inference_functions.setdefault(model, {})
-    if jit_compile not in functions:
+    if (jit_compile, width) not in functions:
         model_ref = weakref.ref(model)  # the function must not keep the model alive
 
         def run(batch):
-            return model_ref()(batch, training=False)
-        functions[jit_compile] = tf.function(run, reduce_retracing=True, jit_compile=jit_compile)
-    return functions[jit_compile]
+            outputs = model_ref()(batch, training=False)
+            return outputs if width is None else tf.nest.map_structure(
+                lambda value: _pad_unknown_axes(value, width), outputs)
+        functions[jit_compile, width] = tf.function(run, jit_compile=jit_compile)
+    function = functions[jit_compile, width]
+    function.get_concrete_function(dataset.element_spec)
+    return function
+
+
+def _pad_unknown_axes(value: tf.Tensor, width: int) -> tf.Tensor:
+    unknown = [axis for axis in range(1, value.shape.rank or 0) if value.shape[axis] is None]
+    if not unknown:
+        return value
+    shape = tf.shape(value)
+    paddings = [[0, width - shape[axis]] if axis in unknown else [0, 0]
+                for axis in range(value.shape.rank)]
+    padded = tf.pad(value, paddings)
+    return tf.ensure_shape(padded, [width if axis in unknown else size
+                                    for axis, size in enumerate(value.shape)])

@@ -50,6 +50,13 @@ class Normaliser:
         return self.global_sum(tf.shape(next(iter(batch.values())))[0])
 
 
+def uses_xla(config: "TrainingConfig", model: keras.Model) -> bool:
+    """Whether the training step's forward and backward pass is compiled with XLA."""
+    if config.jit_compile is None:
+        return prefers_xla(model.compute_dtype)
+    return config.jit_compile
+
+
 class NonFiniteLossError(RuntimeError):
     """The loss became NaN or infinite; no checkpoint was written after it."""
 
@@ -96,11 +103,8 @@ class Trainer:
 
     def _replica_step(self, micro_batches):
         normaliser = Normaliser(len(micro_batches))
-        jit_compile = self.config.jit_compile
-        if jit_compile is None:
-            jit_compile = prefers_xla(self.model.compute_dtype)
         gradients_fn = tf.function(self._gradients, jit_compile=True) \
-            if jit_compile else self._gradients
+            if uses_xla(self.config, self.model) else self._gradients
         gradients, logs = None, {}
         for batch in micro_batches:
             grads, batch_logs = gradients_fn(batch, normaliser)
@@ -215,6 +219,8 @@ class Trainer:
                         f"interrupted by {signal.Signals(stop.received).name} at step {step}/"
                         f"{self.config.num_train_steps}: checkpoint {path} written; rerun the "
                         f"same command to resume from it")
+        self.traces = step_fn.experimental_get_tracing_count()
+        logging.info("training step traced %d time(s)", self.traces)
         return logs
 
     def _check_weights_finite(self, step: int) -> None:
