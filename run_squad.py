@@ -142,8 +142,14 @@ def _predict(model: BertSpanLabeler, examples: list[SquadExample],
         return outputs
 
     model_start = time.monotonic()
-    logits = fine_tuning.predict(model, arrays, FLAGS.predict_batch_size,
-                                 common_flags.batching_from_flags(), output_fn=count)
+    batching = common_flags.batching_from_flags()
+    logits = fine_tuning.predict(model, arrays, FLAGS.predict_batch_size, batching,
+                                 output_fn=count)
+    if not batching.pad_to_max_length:
+        # Batches cut to their length leave padding out: no padding position may take one of
+        # the n best start or end slots, whatever batch its feature ran in.
+        for values in logits.values():
+            values[arrays["input_mask"] == 0] = -np.inf
     progress.done()
     answers_start = time.monotonic()
     results = [RawResult(int(unique_id), start_logits, end_logits)

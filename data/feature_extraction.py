@@ -35,10 +35,15 @@ def read_examples(path: str) -> Iterator[InputExample]:
     """Yields one example per line (stripped), numbered from 0; ` ||| ` splits a pair."""
     with open(path, "rb") as f:
         for unique_id, raw in enumerate(f):
-            line = tokenization.convert_to_unicode(raw).strip()
-            match = _PAIR.match(line)
-            text_a, text_b = (match.group(1), match.group(2)) if match else (line, None)
-            yield InputExample(guid=str(unique_id), text_a=text_a, text_b=text_b)
+            yield text_example(unique_id, tokenization.convert_to_unicode(raw))
+
+
+def text_example(unique_id: int, text: str) -> InputExample:
+    """One line's example: `text_a ||| text_b` is a pair, anything else a single text."""
+    line = text.strip()
+    match = _PAIR.match(line)
+    text_a, text_b = (match.group(1), match.group(2)) if match else (line, None)
+    return InputExample(guid=str(unique_id), text_a=text_a, text_b=text_b)
 
 
 def convert_example(example: InputExample, max_seq_length: int,

@@ -93,9 +93,14 @@ def check_prediction_files(out, dev_file, n_best_size: int, version_2: bool) -> 
     return predictions
 
 
-def predictions_from_parts(config_file, checkpoint, dev_file, vocab_file, version_2: bool):
+def predictions_from_parts(config_file, checkpoint, dev_file, vocab_file, version_2: bool,
+                           padding_competes: bool = False):
     """What run_squad.py should write, from its parts (each tested against the original's
-    outputs): the model read from a TF1 checkpoint, features and the prediction writer."""
+    outputs): the model read from a TF1 checkpoint, features and the prediction writer.
+
+    `padding_competes`: as the original, which runs every feature padded to max_seq_length, a
+    padding position may take one of the n best start or end slots (`--pad_to_max_length`);
+    otherwise (batches cut to their length) padding positions are never candidates."""
     model = BertSpanLabeler(BertConfig.from_json_file(config_file))
     load_tf1_checkpoint(model, str(checkpoint))
     examples = read_squad_examples(dev_file, is_training=False).examples
@@ -103,8 +108,12 @@ def predictions_from_parts(config_file, checkpoint, dev_file, vocab_file, versio
         examples, FullTokenizer(vocab_file, do_lower_case=True), 128, 64, 32, False))
     arrays = features_to_arrays(features, is_training=False)
     logits = model({k: arrays[k] for k in ("input_ids", "input_mask", "segment_ids")})
+    logits = {name: value.numpy() for name, value in logits.items()}
+    if not padding_competes:
+        for value in logits.values():
+            value[arrays["input_mask"] == 0] = -np.inf
     results = [RawResult(int(unique_id), start, end) for unique_id, start, end in zip(
-        arrays["unique_ids"], logits["start_logits"].numpy(), logits["end_logits"].numpy())]
+        arrays["unique_ids"], logits["start_logits"], logits["end_logits"])]
     return compute_predictions(examples, features, results, 20, 30, True, version_2, 0.0)
 
 
@@ -155,6 +164,15 @@ def test_v1_trains_predicts_and_evaluates(fixtures_dir, uncased_vocab, pretraine
     assert read_json(out / "eval_results.json") == expected
     assert list(expected) == ["exact_match", "f1"]
     assert json.loads(result.stdout.strip().splitlines()[-1]) == expected
+    # The original's fixed shapes, padding positions competing for the n best slots.
+    fixed = tmp_path / "fixed"
+    check_success(run_squad(
+        f"--vocab_file={uncased_vocab}", f"--bert_config_file={config_file}",
+        f"--init_checkpoint={out / 'model.ckpt'}", "--do_predict", "--pad_to_max_length",
+        f"--predict_file={inputs / 'dev-v1.1.json'}", *WINDOW_FLAGS, f"--output_dir={fixed}"))
+    check_same_predictions(fixed, predictions_from_parts(
+        out / "bert_config.json", out / "model.ckpt", inputs / "dev-v1.1.json", uncased_vocab,
+        version_2=False, padding_competes=True))
 
 
 def test_v2_null_odds_and_a_rerun_with_a_threshold(fixtures_dir, uncased_vocab, pretrained,

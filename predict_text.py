@@ -1,0 +1,143 @@
+"""Puts a model to work on new text, one text a line: fill-mask, or a vector per sentence.
+
+    python predict_text.py --task=fill_mask --model=$BERT_DIR/bert_model.ckpt \
+      --input_file=sentences.txt --output_file=filled.jsonl --top_k=5
+    python predict_text.py --task=embed --model=all-MiniLM-L6-v2 --input_file=- \
+      --output_file=vectors.npy     # vectors.npy, float32 [lines, H], and vectors.txt, the lines
+
+--model is any checkpoint the project reads (a TF1 prefix, this project's output folder, a
+Hugging Face or sentence-transformers folder, ...); its bert_config.json and vocab.txt are found
+beside it unless --bert_config_file and --vocab_file are given. Input: UTF-8, one text a line,
+`text_a ||| text_b` for a pair, from a file or from stdin (`-`). Every line gets one output,
+empty lines included, in the input's order.
+
+- fill_mask: one JSON object a line, {"line": n, "text": ..., "masks": [[{"token", "token_id",
+  "probability"}, ... top_k] for each [MASK] in order]}.
+- embed: `.npy` (with the lines beside it, `.txt`), or for any other name one JSON object a line,
+  {"line": n, "text": ..., "embedding": [...]}. Pooled as --pooling says; a sentence-transformers
+  folder brings its own pooling, normalisation and max_seq_length.
+"""
+import json
+import os
+
+from absl import app, flags, logging
+import numpy as np
+
+import common_flags
+from serving.text_tasks import POOLINGS, FillMask, SentenceEmbedder
+from utils.output_files import AtomicFile
+from utils.progress import Progress
+
+FLAGS = flags.FLAGS
+flags.DEFINE_enum("task", None, ["fill_mask", "embed"], "What to compute for each line.")
+flags.DEFINE_string("model", None, "The model: a checkpoint prefix or folder of any format.")
+flags.DEFINE_string("input_file", None, "Text file, one text a line; `-` reads stdin.")
+flags.DEFINE_string("output_file", None, "JSON lines; for embed, a `.npy` file instead.")
+flags.DEFINE_string("bert_config_file", None, "The model's bert_config.json, if not beside it.")
+flags.DEFINE_string("vocab_file", None, "The model's vocab.txt, if not beside it.")
+flags.DEFINE_bool("do_lower_case", None, "Lower-case the input. Default: what the model's "
+                  "folder records, else true.")
+flags.DEFINE_integer("max_seq_length", None, "Longest sequence after WordPiece tokenization; "
+                     "longer texts are truncated (and counted). Default: a sentence-transformers "
+                     "folder's, else 128.")
+flags.DEFINE_integer("batch_size", 32, "Texts per batch.")
+flags.DEFINE_integer("top_k", 5, "fill_mask: tokens given for each [MASK].")
+flags.DEFINE_enum("pooling", None, list(POOLINGS), "embed: the last layer at [CLS], the pooler "
+                  "output, or the mean or max over the tokens. Default: a sentence-transformers "
+                  "folder's, else cls.")
+flags.DEFINE_bool("normalize", None, "embed: L2-normalise each vector. Default: a "
+                  "sentence-transformers folder's, else false.")
+common_flags.define_batching_flags(group_by_length=False)
+flags.mark_flags_as_required(["task", "model", "input_file", "output_file"])
+
+# Lines given to the model per call: outputs are written (and progress shown) after each.
+_CHUNK = 1024
+
+
+def read_lines(path: str) -> list[str]:
+    """The input's lines, decoded strictly: a line that is not UTF-8 is named before any work."""
+    with (open(0, "rb", closefd=False) if path == "-" else open(path, "rb")) as f:
+        data = f.read()
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    texts = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            texts.append(line.rstrip(b"\r").decode("utf-8"))
+        except UnicodeDecodeError as error:
+            name = "stdin" if path == "-" else path
+            raise ValueError(f"{name}, line {number}: not valid UTF-8 ({error.reason} at byte "
+                             f"{error.start})") from None
+    return texts
+
+
+def _chunks(texts: list[str], progress: Progress):
+    for start in range(0, len(texts), _CHUNK):
+        yield start, texts[start:start + _CHUNK]
+        progress.update(len(texts[start:start + _CHUNK]))
+
+
+def _fill_mask(texts: list[str], progress: Progress) -> None:
+    fill_mask = FillMask.from_checkpoint(
+        FLAGS.model, vocab_file=FLAGS.vocab_file, bert_config_file=FLAGS.bert_config_file,
+        do_lower_case=FLAGS.do_lower_case, max_seq_length=FLAGS.max_seq_length or 128,
+        **_batch_settings())
+    without = 0
+    with AtomicFile(FLAGS.output_file) as out:
+        for start, chunk in _chunks(texts, progress):
+            for number, (text, masks) in enumerate(zip(chunk, fill_mask(chunk, FLAGS.top_k)),
+                                                   start=start):
+                without += not masks
+                out.write(json.dumps({"line": number, "text": text, "masks": [
+                    [{"token": s.token, "token_id": s.token_id, "probability": s.probability}
+                     for s in scores] for scores in masks]}) + "\n")
+    if without:
+        logging.info("%d of %d lines have no [MASK] (after truncation)", without, len(texts))
+
+
+def _embed(texts: list[str], progress: Progress) -> None:
+    embedder = SentenceEmbedder.from_checkpoint(
+        FLAGS.model, pooling=FLAGS.pooling, normalize=FLAGS.normalize,
+        max_seq_length=FLAGS.max_seq_length, vocab_file=FLAGS.vocab_file,
+        bert_config_file=FLAGS.bert_config_file, do_lower_case=FLAGS.do_lower_case,
+        **_batch_settings())
+    if FLAGS.output_file.endswith(".npy"):
+        vectors = [embedder(chunk) for _, chunk in _chunks(texts, progress)]
+        lines_file = FLAGS.output_file[:-len(".npy")] + ".txt"
+        with AtomicFile(FLAGS.output_file, binary=True) as out:
+            np.save(out.file, np.concatenate(vectors) if vectors else
+                    np.zeros((0, embedder.model.encoder.config.hidden_size), np.float32))
+        with AtomicFile(lines_file) as out:
+            out.write("".join(text + "\n" for text in texts))
+        return
+    with AtomicFile(FLAGS.output_file) as out:
+        for start, chunk in _chunks(texts, progress):
+            for number, (text, vector) in enumerate(zip(chunk, embedder(chunk)), start=start):
+                out.write(json.dumps({"line": number, "text": text,
+                                      "embedding": [float(x) for x in vector]}) + "\n")
+
+
+def _batch_settings() -> dict:
+    return {"batch_size": FLAGS.batch_size, "batching": common_flags.batching_from_flags()}
+
+
+def main(_):
+    if FLAGS.top_k < 1:
+        raise ValueError(f"--top_k={FLAGS.top_k} must be positive")
+    if FLAGS.batch_size < 1:
+        raise ValueError(f"--batch_size={FLAGS.batch_size} must be positive")
+    folder = os.path.dirname(os.path.abspath(FLAGS.output_file))
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(f"--output_file={FLAGS.output_file}: folder {folder} not found")
+    texts = read_lines(FLAGS.input_file)
+    empty = sum(not text.strip() for text in texts)
+    if empty:
+        logging.info("%d of %d lines are empty", empty, len(texts))
+    progress = Progress("lines", len(texts))
+    (_fill_mask if FLAGS.task == "fill_mask" else _embed)(texts, progress)
+    logging.info("%s; wrote %s", progress.done(), FLAGS.output_file)
+
+
+if __name__ == "__main__":
+    app.run(main)

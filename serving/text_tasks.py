@@ -1,0 +1,265 @@
+"""A model on new text, from Python: fill-mask and sentence vectors, for any model the project
+reads (Google's TF1 checkpoints, this project's outputs, Hugging Face and sentence-transformers
+folders, Model Garden and TF-Hub exports).
+
+    from serving.text_tasks import FillMask, SentenceEmbedder
+
+    fill_mask = FillMask.from_checkpoint("uncased_L-12_H-768_A-12/bert_model.ckpt")
+    fill_mask(["The capital of France is [MASK]."])     # per line, per [MASK]: top-5 tokens
+    embedder = SentenceEmbedder.from_checkpoint("all-MiniLM-L6-v2")  # its own pooling
+    vectors = embedder(["A man plays a guitar.", "first ||| second"])  # float32 [2, 384]
+
+A text is one example; `text_a ||| text_b` is a pair, as `extract_features.py` reads its lines.
+Texts longer than `max_seq_length` are truncated as the original's `convert_single_example`
+does (pairs: the longer side first), and counted in the log. The model is loaded once; each call
+runs its texts in batches of similar lengths (`training.prediction`) and returns them in order.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Sequence
+
+from absl import logging
+import keras
+import numpy as np
+
+from data import tokenization
+from data.feature_extraction import ExtractionFeatures, convert_example, features_to_arrays, \
+    text_example
+from modeling import checkpoints
+from modeling.text_heads import POOLINGS, MaskedTokenPredictor, SentenceEncoder
+from training import prediction
+from training.batching import ArrayExamples, Batching
+from utils.json_files import read_json_object
+
+MASK = "[MASK]"
+
+
+@dataclasses.dataclass(frozen=True)
+class TokenScore:
+    """One candidate for a masked position."""
+
+    token: str
+    token_id: int
+    probability: float
+
+
+class _MaskKeepingTokenizer:
+    """A FullTokenizer that keeps every literal `[MASK]` whole (its basic tokenizer would split
+    it into `[`, `mask`, `]`), as transformers' tokenizers keep their special tokens."""
+
+    def __init__(self, tokenizer: tokenization.FullTokenizer):
+        self.tokenizer = tokenizer
+
+    def tokenize(self, text: str) -> list[str]:
+        first, *rest = text.split(MASK)
+        tokens = self.tokenizer.tokenize(first)
+        for piece in rest:
+            tokens += [MASK, *self.tokenizer.tokenize(piece)]
+        return tokens
+
+    def convert_tokens_to_ids(self, tokens) -> list[int]:
+        return self.tokenizer.convert_tokens_to_ids(tokens)
+
+
+class _TextModel:
+    """Texts -> features -> a model's per-example outputs, in order."""
+
+    def __init__(self, tokenizer: tokenization.FullTokenizer, max_seq_length: int,
+                 batch_size: int, batching: Batching):
+        if max_seq_length < 3:
+            raise ValueError(f"max_seq_length={max_seq_length} must be at least 3")
+        if batch_size < 1:
+            raise ValueError(f"batch_size={batch_size} must be positive")
+        self.tokenizer = tokenizer
+        self.max_seq_length = max_seq_length
+        self.batch_size = batch_size
+        self.batching = batching
+
+    def _features(self, texts: Sequence[str], tokenizer) -> list[ExtractionFeatures]:
+        features, truncated = [], 0
+        for number, text in enumerate(texts):
+            example = text_example(number, text)
+            feature = convert_example(example, self.max_seq_length, tokenizer)
+            pair = tokenizer.tokenize(example.text_b) if example.text_b else []
+            wanted = len(tokenizer.tokenize(example.text_a)) + len(pair) + (3 if pair else 2)
+            truncated += wanted > len(feature.tokens)
+            features.append(feature)
+        if truncated:
+            logging.info("%d of %d texts were longer than max_seq_length=%d and were truncated",
+                         truncated, len(texts), self.max_seq_length)
+        return features
+
+    def _predict(self, model: keras.Model, arrays: dict[str, np.ndarray]) -> dict:
+        return prediction.predict(model, ArrayExamples(arrays, batching=self.batching),
+                                  self.batch_size)
+
+
+def _checked_lower_case(do_lower_case: bool | None, loaded: checkpoints.LoadedModel,
+                        path: str) -> bool:
+    """The casing given, else the one the model's folder records, else lower case; checked
+    against the names of Google's releases."""
+    if do_lower_case is None:
+        do_lower_case = True if loaded.do_lower_case is None else loaded.do_lower_case
+    tokenization.validate_case_matches_checkpoint(do_lower_case, path)
+    return do_lower_case
+
+
+class FillMask(_TextModel):
+    """Each `[MASK]` of each text, its most probable tokens under the masked-LM head.
+
+    A word masked by several `[MASK]`s gets a prediction per piece, each on its own (as
+    transformers' fill-mask pipeline); a text without `[MASK]` gets none.
+    """
+
+    def __init__(self, pretrainer: keras.Model, tokenizer: tokenization.FullTokenizer,
+                 max_seq_length: int = 128, batch_size: int = 32,
+                 batching: Batching = Batching()):
+        super().__init__(tokenizer, max_seq_length, batch_size, batching)
+        if MASK not in tokenizer.vocab:
+            raise ValueError(f"the vocabulary has no {MASK} token")
+        self.pretrainer = pretrainer
+        self._predictors: dict[int, MaskedTokenPredictor] = {}
+
+    @classmethod
+    def from_checkpoint(cls, path: str, vocab_file: str | None = None,
+                        bert_config_file: str | None = None, do_lower_case: bool | None = None,
+                        **kwargs) -> "FillMask":
+        """Reads a model with the masked-LM head from `path` (any format `read_model` reads).
+
+        Raises:
+            ValueError: the checkpoint has no masked-LM head.
+        """
+        loaded = checkpoints.read_model(path, bert_config_file=bert_config_file,
+                                        vocab_file=vocab_file)
+        if loaded.spec.head != "pretraining":
+            raise ValueError(
+                f"{path} holds a model without the masked-LM head ({loaded.spec.head} model, "
+                f"no cls/predictions/*): fill-mask needs a checkpoint with the pretraining "
+                f"heads, such as Google's bert_model.ckpt or run_pretraining.py's output")
+        tokenizer = tokenization.FullTokenizer(loaded.vocab_file,
+                                               _checked_lower_case(do_lower_case, loaded, path))
+        return cls(loaded.model, tokenizer, **kwargs)
+
+    def __call__(self, texts: Sequence[str], top_k: int = 5) -> list[list[list[TokenScore]]]:
+        """For each text, for each of its `[MASK]`s in order, the `top_k` tokens, most probable
+        first. A `[MASK]` cut off by max_seq_length has no entry."""
+        features = self._features(texts, _MaskKeepingTokenizer(self.tokenizer))
+        positions = [[i for i, token in enumerate(f.tokens) if token == MASK] for f in features]
+        slots = max((len(p) for p in positions), default=0) or 1
+        arrays = features_to_arrays(features)
+        arrays["masked_lm_positions"] = np.array(
+            [p + [0] * (slots - len(p)) for p in positions], np.int32).reshape(-1, slots)
+        if top_k not in self._predictors:
+            self._predictors[top_k] = MaskedTokenPredictor(self.pretrainer, top_k)
+        outputs = self._predict(self._predictors[top_k], arrays) if features else {}
+        results = []
+        for row, row_positions in enumerate(positions):
+            results.append([
+                [TokenScore(self.tokenizer.inv_vocab[int(token_id)], int(token_id),
+                            float(probability))
+                 for token_id, probability in zip(outputs["token_ids"][row, slot],
+                                                  outputs["probabilities"][row, slot])]
+                for slot in range(len(row_positions))])
+        return results
+
+
+@dataclasses.dataclass(frozen=True)
+class SentenceTransformersConfig:
+    """What a sentence-transformers folder says about its model: where the transformer's files
+    are, its pooling and normalisation, and its max_seq_length."""
+
+    model_folder: str
+    pooling: str
+    normalize: bool
+    max_seq_length: int | None
+
+
+def read_sentence_transformers_folder(folder: str) -> SentenceTransformersConfig | None:
+    """The configuration of a sentence-transformers folder (`modules.json`), None for others.
+
+    Raises:
+        ValueError: a module or pooling mode this project does not reproduce.
+    """
+    modules_file = os.path.join(folder, "modules.json")
+    if not os.path.isfile(modules_file):
+        return None
+    with open(modules_file, encoding="utf-8") as f:
+        try:
+            modules = json.load(f)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{modules_file}: not JSON ({error})") from None
+    kinds = {module.get("type", "").rsplit(".", 1)[-1]: module.get("path", "")
+             for module in modules}
+    unknown = sorted(set(kinds) - {"Transformer", "Pooling", "Normalize"})
+    if unknown or "Transformer" not in kinds:
+        raise ValueError(f"{modules_file}: modules {unknown or 'without a Transformer'} are not "
+                         f"supported (Transformer, Pooling and Normalize are)")
+    pooling = "cls"
+    if "Pooling" in kinds:
+        config_file = os.path.join(folder, kinds["Pooling"], "config.json")
+        modes = read_json_object(config_file, "sentence-transformers pooling config")
+        chosen = [mode for mode in ("cls_token", "mean_tokens", "max_tokens",
+                                    "mean_sqrt_len_tokens", "weightedmean_tokens",
+                                    "lasttoken")
+                  if modes.get(f"pooling_mode_{mode}")]
+        if len(chosen) != 1 or chosen[0] not in ("cls_token", "mean_tokens", "max_tokens"):
+            raise ValueError(f"{config_file}: pooling {chosen} is not supported (one of "
+                             f"cls_token, mean_tokens, max_tokens is)")
+        pooling = {"cls_token": "cls", "mean_tokens": "mean", "max_tokens": "max"}[chosen[0]]
+    model_folder = os.path.join(folder, kinds["Transformer"])
+    bert_config = os.path.join(model_folder, "sentence_bert_config.json")
+    max_seq_length = read_json_object(bert_config).get("max_seq_length") \
+        if os.path.isfile(bert_config) else None
+    return SentenceTransformersConfig(model_folder, pooling, "Normalize" in kinds,
+                                      max_seq_length)
+
+
+class SentenceEmbedder(_TextModel):
+    """One vector per text (or pair): float32 [N, H], pooled as `pooling` (see
+    `modeling.text_heads.POOLINGS`), L2-normalised if `normalize`."""
+
+    def __init__(self, encoder: keras.Model, tokenizer: tokenization.FullTokenizer,
+                 pooling: str = "cls", normalize: bool = False, max_seq_length: int = 128,
+                 batch_size: int = 32, batching: Batching = Batching()):
+        super().__init__(tokenizer, max_seq_length, batch_size, batching)
+        self.model = SentenceEncoder(encoder, pooling, normalize)
+
+    @classmethod
+    def from_checkpoint(cls, path: str, pooling: str | None = None,
+                        normalize: bool | None = None, max_seq_length: int | None = None,
+                        vocab_file: str | None = None, bert_config_file: str | None = None,
+                        do_lower_case: bool | None = None, **kwargs) -> "SentenceEmbedder":
+        """Reads the encoder of any model at `path`. A sentence-transformers folder brings its
+        own pooling, normalisation and max_seq_length; arguments given override them (the
+        defaults elsewhere: [CLS], not normalised, 128)."""
+        found = read_sentence_transformers_folder(path) if os.path.isdir(path) else None
+        if found is not None:
+            logging.info("sentence-transformers folder %s: %s pooling%s, max_seq_length %s",
+                         path, found.pooling, ", normalised" if found.normalize else "",
+                         found.max_seq_length)
+        loaded = checkpoints.read_model(found.model_folder if found else path,
+                                        bert_config_file=bert_config_file, vocab_file=vocab_file)
+        encoder = getattr(loaded.model, "encoder", loaded.model)
+        tokenizer = tokenization.FullTokenizer(loaded.vocab_file,
+                                               _checked_lower_case(do_lower_case, loaded, path))
+        if max_seq_length is None:
+            max_seq_length = (found and found.max_seq_length) or 128
+        max_seq_length = min(max_seq_length, encoder.config.max_position_embeddings)
+        return cls(encoder, tokenizer,
+                   pooling=pooling or (found.pooling if found else "cls"),
+                   normalize=(found.normalize if found else False) if normalize is None
+                   else normalize,
+                   max_seq_length=max_seq_length, **kwargs)
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        features = self._features(texts, self.tokenizer)
+        if not features:
+            return np.zeros((0, self.model.encoder.config.hidden_size), np.float32)
+        return self._predict(self.model, features_to_arrays(features))["embedding"]
+
+
+__all__ = ["FillMask", "MASK", "POOLINGS", "SentenceEmbedder", "TokenScore",
+           "read_sentence_transformers_folder"]
