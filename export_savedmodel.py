@@ -4,7 +4,10 @@
 
 Writes three SavedModels under `--output`:
 - `text_model/`: text -> the head's outputs (classifier probabilities, SQuAD start/end logits with
-  token offsets, token-classifier probabilities, or the encoder's pooled and sequence outputs);
+  token offsets, token-classifier probabilities, or the encoder's pooled and sequence outputs),
+  each call padded to its longest text; `serving_embedding` -> a sentence vector (--pooling,
+  --normalize; a sentence-transformers folder's own by default); with the masked-LM head,
+  `serving_fill_mask` -> the --top_k tokens of each [MASK];
 - `preprocessing/`: text -> `input_word_ids`, `input_mask`, `input_type_ids` (TF-Hub style);
 - `encoder/`: those -> `pooled_output`, `sequence_output` (TF-Hub style).
 The input may be in any checkpoint format (`convert_checkpoint.py`); `--output` must be absent or
@@ -18,13 +21,22 @@ import tensorflow as tf
 from checkpoint_flags import define_input_flags, read_input_model
 from data import tokenization
 from data.text_tokenizer import TextTokenizer
+from modeling.text_heads import POOLINGS
 from serving.servers import EncoderServer, Preprocessor, TextModelServer
+from serving.text_tasks import read_sentence_transformers_folder
 from utils.output_files import atomic_output_folder, check_output_folder
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input", None, "Checkpoint prefix or folder, in any format.")
 flags.DEFINE_string("output", None, "Output folder (absent or empty).")
-flags.DEFINE_integer("max_seq_length", 128, "Sequence length of the packed inputs.")
+flags.DEFINE_integer("max_seq_length", 128, "Longest packed sequence; longer texts are "
+                     "truncated. The text model pads each call to its longest text.")
+flags.DEFINE_enum("pooling", None, list(POOLINGS), "serving_embedding's pooling: the last layer "
+                  "at [CLS], the pooler output, or the mean or max over the tokens. Default: a "
+                  "sentence-transformers folder's, else cls.")
+flags.DEFINE_bool("normalize", None, "L2-normalise serving_embedding's vectors. Default: a "
+                  "sentence-transformers folder's, else false.")
+flags.DEFINE_integer("top_k", 5, "Tokens serving_fill_mask gives for each [MASK].")
 define_input_flags(
     do_lower_case_help="Lower-case the input text; default: as the input says (hf, keras), "
                        "else True.",
@@ -44,9 +56,14 @@ def main(_):
     tokenization.validate_case_matches_checkpoint(do_lower_case, FLAGS.input)
     tokenizer = TextTokenizer(loaded.vocab_file, do_lower_case)
     encoder = getattr(loaded.model, "encoder", loaded.model)
+    sentence = read_sentence_transformers_folder(FLAGS.input) if os.path.isdir(FLAGS.input) \
+        else None
+    pooling = FLAGS.pooling or (sentence.pooling if sentence else "cls")
+    normalize = (sentence.normalize if sentence else False) if FLAGS.normalize is None \
+        else FLAGS.normalize
     modules = {
         TEXT_MODEL: TextModelServer(loaded.model, tokenizer, FLAGS.max_seq_length,
-                                    loaded.vocab_file),
+                                    loaded.vocab_file, pooling, normalize, FLAGS.top_k),
         PREPROCESSING: Preprocessor(tokenizer, FLAGS.max_seq_length, loaded.vocab_file),
         ENCODER: EncoderServer(encoder, loaded.vocab_file, do_lower_case),
     }

@@ -1,9 +1,12 @@
-"""Puts a model to work on new text, one text a line: fill-mask, or a vector per sentence.
+"""Puts a model to work on new text, one text a line: fill-mask, a vector per sentence, or a
+fine-tuned classifier's answer.
 
     python predict_text.py --task=fill_mask --model=$BERT_DIR/bert_model.ckpt \
       --input_file=sentences.txt --output_file=filled.jsonl --top_k=5
     python predict_text.py --task=embed --model=all-MiniLM-L6-v2 --input_file=- \
       --output_file=vectors.npy     # vectors.npy, float32 [lines, H], and vectors.txt, the lines
+    python predict_text.py --task=classify --model=/tmp/mrpc_output --input_file=pairs.txt \
+      --output_file=answers.jsonl
 
 --model is any checkpoint the project reads (a TF1 prefix, this project's output folder, a
 Hugging Face or sentence-transformers folder, ...); its bert_config.json and vocab.txt are found
@@ -16,6 +19,10 @@ empty lines included, in the input's order.
 - embed: `.npy` (with the lines beside it, `.txt`), or for any other name one JSON object a line,
   {"line": n, "text": ..., "embedding": [...]}. Pooled as --pooling says; a sentence-transformers
   folder brings its own pooling, normalisation and max_seq_length.
+- classify: a model run_classifier.py fine-tuned (its --output_dir, or any classifier
+  checkpoint): {"line": n, "text": ..., "label": ..., "probabilities": {label: p, ...}}, the
+  label names the model was saved with; a regression model (STS-B): {"line", "text",
+  "prediction"}.
 """
 import json
 import os
@@ -24,12 +31,13 @@ from absl import app, flags, logging
 import numpy as np
 
 import common_flags
-from serving.text_tasks import POOLINGS, FillMask, SentenceEmbedder
+from serving.text_tasks import POOLINGS, FillMask, SentenceEmbedder, TextClassifier
 from utils.output_files import AtomicFile
 from utils.progress import Progress
 
 FLAGS = flags.FLAGS
-flags.DEFINE_enum("task", None, ["fill_mask", "embed"], "What to compute for each line.")
+flags.DEFINE_enum("task", None, ["fill_mask", "embed", "classify"],
+                  "What to compute for each line.")
 flags.DEFINE_string("model", None, "The model: a checkpoint prefix or folder of any format.")
 flags.DEFINE_string("input_file", None, "Text file, one text a line; `-` reads stdin.")
 flags.DEFINE_string("output_file", None, "JSON lines; for embed, a `.npy` file instead.")
@@ -118,6 +126,20 @@ def _embed(texts: list[str], progress: Progress) -> None:
                                       "embedding": [float(x) for x in vector]}) + "\n")
 
 
+def _classify(texts: list[str], progress: Progress) -> None:
+    classifier = TextClassifier.from_checkpoint(
+        FLAGS.model, vocab_file=FLAGS.vocab_file, bert_config_file=FLAGS.bert_config_file,
+        do_lower_case=FLAGS.do_lower_case, max_seq_length=FLAGS.max_seq_length or 128,
+        **_batch_settings())
+    with AtomicFile(FLAGS.output_file) as out:
+        for start, chunk in _chunks(texts, progress):
+            for number, (text, answer) in enumerate(zip(chunk, classifier(chunk)), start=start):
+                record = {"line": number, "text": text}
+                record.update({"prediction": answer.prediction} if answer.label is None else
+                              {"label": answer.label, "probabilities": answer.probabilities})
+                out.write(json.dumps(record) + "\n")
+
+
 def _batch_settings() -> dict:
     return {"batch_size": FLAGS.batch_size, "batching": common_flags.batching_from_flags()}
 
@@ -135,7 +157,8 @@ def main(_):
     if empty:
         logging.info("%d of %d lines are empty", empty, len(texts))
     progress = Progress("lines", len(texts))
-    (_fill_mask if FLAGS.task == "fill_mask" else _embed)(texts, progress)
+    {"fill_mask": _fill_mask, "embed": _embed, "classify": _classify}[FLAGS.task](
+        texts, progress)
     logging.info("%s; wrote %s", progress.done(), FLAGS.output_file)
 
 

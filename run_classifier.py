@@ -18,6 +18,7 @@ Rerunning an interrupted training command resumes from the newest checkpoint in 
 """
 from __future__ import annotations
 
+import functools
 import math
 import os
 from typing import NamedTuple
@@ -121,7 +122,12 @@ def _task(task: glue_tasks.GlueTask, config: BertConfig) -> fine_tuning.FineTuni
     return fine_tuning.FineTuningTask(
         lambda: BertClassifier(config, task.num_labels), loss_fn,
         head=f"a classifier of {task.num_labels} labels: output_weights [{task.num_labels}, "
-             f"{config.hidden_size}]")
+             f"{config.hidden_size}]", save=functools.partial(_save, task=task))
+
+
+def _save(trained: fine_tuning.Trained, output_dir: str, task: glue_tasks.GlueTask) -> str:
+    """The fine-tuned model, with the task's label names (none for regression)."""
+    return fine_tuning.save_fine_tuned(trained, output_dir, task.labels or None)
 
 
 def _epoch_ends(num_examples: int) -> list[int]:
@@ -168,7 +174,7 @@ def _evaluate_epoch(trained: fine_tuning.Trained, task: glue_tasks.GlueTask, dev
         logging.info("epoch %d: best %s so far (%s); writing %s/", epoch,
                      _MAIN_METRIC[task.metric], value, _BEST_DIR)
         best_dir = os.path.join(FLAGS.output_dir, _BEST_DIR)
-        fine_tuning.save_fine_tuned(trained, best_dir)
+        _save(trained, best_dir, task)
         write_eval_results(os.path.join(best_dir, "eval_results.txt"), results)
         return value
     return best

@@ -7,8 +7,8 @@ would, with `convert_checkpoint.py --to=tf1` into a folder laid out like Google'
 the `$BERT_DIR` of every run of this project's scripts; transformers reads the package's own folder.
 
 Both sides run as their users run them: max_seq_length 128 for every task (SQuAD 384), this
-project with its default padding (each batch to its longest sequence, rounded up to a multiple of
-8) and transformers with its collator's (each batch to its longest sequence); a second timing row
+project with its default padding and transformers with its collator's (each batch to its longest
+sequence on both sides); a second timing row
 has both sides group training batches by length (`--group_by_length`).
 
 Two phases, each run in its own process per (task, framework), each framework's run right after

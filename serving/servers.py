@@ -4,7 +4,8 @@ The tokenizer is `data.text_tokenizer.TextTokenizer` (WordPiece in the graph, wi
 
 - `TextModelServer`: one SavedModel from text to the head's outputs (classifier probabilities,
   SQuAD start/end logits, token-classifier probabilities, or the encoder's pooled and sequence
-  outputs), with each token's character offsets in its text.
+  outputs), with each token's character offsets in its text; a sentence vector for every model,
+  and for a model with the masked-LM head the top tokens of each `[MASK]`.
 - `Preprocessor` and `EncoderServer`: the TF-Hub-style pair; text -> `input_word_ids`,
   `input_mask`, `input_type_ids`, and those -> `pooled_output`, `sequence_output`.
 
@@ -16,11 +17,14 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from data import tokenization
 from data.text_tokenizer import TextTokenizer, take_prefix
 from modeling.checkpoints import model_spec
 from modeling.pretrainer import BertPretrainer
+from modeling.text_heads import MaskedTokenPredictor, SentenceEncoder
 
 TEXT = tf.TensorSpec([None], tf.string)
+MASK = "[MASK]"
 _HUB_NAMES = (("input_word_ids", "input_ids"), ("input_mask", "input_mask"),
               ("input_type_ids", "segment_ids"))
 
@@ -147,11 +151,16 @@ class TextModelServer(_TextModule):
     its own longest text, not to `max_seq_length`.
 
     Signatures: SQuAD `serving_default(question, context)`; other heads `serving_default(text)`
-    and `serving_pair(text_a, text_b)`. A multiple-choice model has no text signature.
+    and `serving_pair(text_a, text_b)`. Every model also has `serving_embedding(text)` and
+    `serving_embedding_pair(text_a, text_b)` -> `embedding` [B, H] (pooled as `pooling`, see
+    `modeling.text_heads`), and a model with the masked-LM head `serving_fill_mask(text)` -> for
+    each `[MASK]` of the text, `mask_positions` [B, P] (-1 past the text's masks), `token_ids`,
+    `tokens` and `probabilities` [B, P, top_k]. A multiple-choice model has no text signature.
     """
 
     def __init__(self, model: keras.Model, tokenizer: TextTokenizer, max_seq_length: int,
-                 vocab_file: str, name: str | None = None):
+                 vocab_file: str, pooling: str = "cls", normalize: bool = False,
+                 top_k: int = 5, name: str | None = None):
         super().__init__(tokenizer, max_seq_length, vocab_file, pad_to_longest=True, name=name)
         self.spec = model_spec(model)
         if self.spec.head == "multiple_choice":
@@ -160,6 +169,17 @@ class TextModelServer(_TextModule):
         untracked = _UntrackedModel(model.encoder if isinstance(model, BertPretrainer) else model)
         self._model = untracked
         self.model_variables = untracked.variables
+        self._embedder = _UntrackedModel(SentenceEncoder(model.encoder, pooling, normalize))
+        self._fill_mask = None
+        if isinstance(model, BertPretrainer):
+            self._fill_mask = _UntrackedModel(MaskedTokenPredictor(model, top_k))
+            self.head_variables = self._fill_mask.variables
+            vocab = tokenization.load_vocab(vocab_file)
+            if MASK not in vocab:
+                raise ValueError(f"vocab file {vocab_file} has no {MASK} token")
+            by_id = {index: token for token, index in vocab.items()}
+            self.vocabulary = tf.constant([by_id.get(i, "") for i in range(max(by_id) + 1)])
+            self.mask_id = vocab[MASK]
 
     def _head_outputs(self, features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         outputs = self._model(features)
@@ -178,13 +198,53 @@ class TextModelServer(_TextModule):
         return {**self._head_outputs(features), **offsets, "input_mask": features["input_mask"],
                 "segment_ids": features["segment_ids"]}
 
+    def _embed(self, first, second=None):
+        features, _ = self._features(first, second)
+        return self._embedder(features)
+
+    def _masked_ids(self, texts: tf.Tensor) -> tf.RaggedTensor:
+        """Wordpiece ids of texts whose literal `[MASK]`s stay whole, int32 [B, (tokens)]."""
+        pieces = tf.strings.split(texts, MASK)                             # [B, (masks + 1)]
+        ids = self.tokenizer.tokenize(pieces.flat_values).with_row_splits_dtype(tf.int64)
+        index = tf.range(tf.size(pieces.flat_values, out_type=tf.int64)) - tf.gather(
+            pieces.row_starts(), pieces.value_rowids())
+        followed = index < tf.gather(pieces.row_lengths(), pieces.value_rowids()) - 1
+        masks = tf.RaggedTensor.from_row_lengths(
+            tf.fill([tf.reduce_sum(tf.cast(followed, tf.int32))], self.mask_id),
+            tf.cast(followed, tf.int64))
+        with_masks = tf.concat([ids, masks], axis=1)
+        return tf.RaggedTensor.from_row_splits(with_masks, pieces.row_splits).merge_dims(1, 2)
+
+    def _fill_masks(self, texts):
+        features = self.tokenizer.pack(self._masked_ids(texts), None, self.max_seq_length,
+                                       pad_to_longest=True)
+        found = tf.where(features["input_ids"] == self.mask_id)            # [masks, 2]
+        rows = tf.shape(texts, out_type=tf.int64)[0]
+        positions = tf.RaggedTensor.from_value_rowids(
+            tf.cast(found[:, 1], tf.int32), found[:, 0], nrows=rows)
+        slots = tf.maximum(tf.reduce_max(positions.row_lengths()), 1)
+        shape = tf.stack([rows, slots])
+        outputs = self._fill_mask({**features,
+                                   "masked_lm_positions": positions.to_tensor(0, shape=shape)})
+        return {"mask_positions": positions.to_tensor(-1, shape=shape),
+                "token_ids": outputs["token_ids"], "probabilities": outputs["probabilities"],
+                "tokens": tf.gather(self.vocabulary, outputs["token_ids"])}
+
     def signatures(self) -> dict[str, tf.types.experimental.ConcreteFunction]:
+        embedding = tf.function(lambda text: self._embed(text), input_signature=[TEXT])
+        embedding_pair = tf.function(lambda text_a, text_b: self._embed(text_a, text_b),
+                                     input_signature=[TEXT, TEXT])
+        signatures = {"serving_embedding": embedding.get_concrete_function(),
+                      "serving_embedding_pair": embedding_pair.get_concrete_function()}
+        if self._fill_mask is not None:
+            fill_mask = tf.function(lambda text: self._fill_masks(text), input_signature=[TEXT])
+            signatures["serving_fill_mask"] = fill_mask.get_concrete_function()
         if self.spec.head == "squad":
             squad = tf.function(lambda question, context: self._serve(question, context),
                                 input_signature=[TEXT, TEXT])
-            return {"serving_default": squad.get_concrete_function()}
+            return {"serving_default": squad.get_concrete_function(), **signatures}
         single = tf.function(lambda text: self._serve(text), input_signature=[TEXT])
         pair = tf.function(lambda text_a, text_b: self._serve(text_a, text_b),
                            input_signature=[TEXT, TEXT])
         return {"serving_default": single.get_concrete_function(),
-                "serving_pair": pair.get_concrete_function()}
+                "serving_pair": pair.get_concrete_function(), **signatures}

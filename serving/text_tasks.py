@@ -1,13 +1,15 @@
-"""A model on new text, from Python: fill-mask and sentence vectors, for any model the project
-reads (Google's TF1 checkpoints, this project's outputs, Hugging Face and sentence-transformers
-folders, Model Garden and TF-Hub exports).
+"""A model on new text, from Python: fill-mask, sentence vectors and a fine-tuned classifier's
+answers, for any model the project reads (Google's TF1 checkpoints, this project's outputs,
+Hugging Face and sentence-transformers folders, Model Garden and TF-Hub exports).
 
-    from serving.text_tasks import FillMask, SentenceEmbedder
+    from serving.text_tasks import FillMask, SentenceEmbedder, TextClassifier
 
     fill_mask = FillMask.from_checkpoint("uncased_L-12_H-768_A-12/bert_model.ckpt")
     fill_mask(["The capital of France is [MASK]."])     # per line, per [MASK]: top-5 tokens
     embedder = SentenceEmbedder.from_checkpoint("all-MiniLM-L6-v2")  # its own pooling
     vectors = embedder(["A man plays a guitar.", "first ||| second"])  # float32 [2, 384]
+    classifier = TextClassifier.from_checkpoint("mrpc_output")          # run_classifier.py's
+    classifier(["He said so. ||| So he said."])  # [Classified(label="1", probabilities={...})]
 
 A text is one example; `text_a ||| text_b` is a pair, as `extract_features.py` reads its lines.
 Texts longer than `max_seq_length` are truncated as the original's `convert_single_example`
@@ -24,6 +26,7 @@ from typing import Sequence
 from absl import logging
 import keras
 import numpy as np
+import tensorflow as tf
 
 from data import tokenization
 from data.feature_extraction import ExtractionFeatures, convert_example, features_to_arrays, \
@@ -64,6 +67,22 @@ class _MaskKeepingTokenizer:
         return self.tokenizer.convert_tokens_to_ids(tokens)
 
 
+class _LengthRecorder:
+    """A tokenizer that records how many tokens each text had, before any truncation."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+        self.lengths: list[int] = []
+
+    def tokenize(self, text: str) -> list[str]:
+        tokens = self.tokenizer.tokenize(text)
+        self.lengths.append(len(tokens))
+        return tokens
+
+    def convert_tokens_to_ids(self, tokens) -> list[int]:
+        return self.tokenizer.convert_tokens_to_ids(tokens)
+
+
 class _TextModel:
     """Texts -> features -> a model's per-example outputs, in order."""
 
@@ -80,12 +99,13 @@ class _TextModel:
 
     def _features(self, texts: Sequence[str], tokenizer) -> list[ExtractionFeatures]:
         features, truncated = [], 0
+        recorder = _LengthRecorder(tokenizer)
         for number, text in enumerate(texts):
-            example = text_example(number, text)
-            feature = convert_example(example, self.max_seq_length, tokenizer)
-            pair = tokenizer.tokenize(example.text_b) if example.text_b else []
-            wanted = len(tokenizer.tokenize(example.text_a)) + len(pair) + (3 if pair else 2)
-            truncated += wanted > len(feature.tokens)
+            recorder.lengths.clear()
+            feature = convert_example(text_example(number, text), self.max_seq_length, recorder)
+            # [CLS] A [SEP], and B [SEP] where B has tokens.
+            specials = 3 if len(recorder.lengths) > 1 and recorder.lengths[1] else 2
+            truncated += sum(recorder.lengths) + specials > len(feature.tokens)
             features.append(feature)
         if truncated:
             logging.info("%d of %d texts were longer than max_seq_length=%d and were truncated",
@@ -261,5 +281,66 @@ class SentenceEmbedder(_TextModel):
         return self._predict(self.model, features_to_arrays(features))["embedding"]
 
 
-__all__ = ["FillMask", "MASK", "POOLINGS", "SentenceEmbedder", "TokenScore",
-           "read_sentence_transformers_folder"]
+@dataclasses.dataclass(frozen=True)
+class Classified:
+    """A classifier's answer for one text: the most probable label and every label's
+    probability; for a regression model (STS-B), `prediction` alone."""
+
+    label: str | None
+    probabilities: dict[str, float] | None
+    prediction: float | None = None
+
+
+class TextClassifier(_TextModel):
+    """A sentence (pair) classifier's answers, with the label names the model was saved with
+    (`run_classifier.py` writes them into `model_spec.json`; without them, labels are their
+    ids)."""
+
+    def __init__(self, model: keras.Model, tokenizer: tokenization.FullTokenizer,
+                 labels: Sequence[str] | None = None, max_seq_length: int = 128,
+                 batch_size: int = 32, batching: Batching = Batching()):
+        super().__init__(tokenizer, max_seq_length, batch_size, batching)
+        self.model = model
+        self.labels = tuple(labels) if labels else tuple(str(i) for i in range(model.num_labels))
+        if len(self.labels) != model.num_labels:
+            raise ValueError(f"{len(self.labels)} label names for a classifier of "
+                             f"{model.num_labels} labels")
+
+    @classmethod
+    def from_checkpoint(cls, path: str, vocab_file: str | None = None,
+                        bert_config_file: str | None = None, do_lower_case: bool | None = None,
+                        **kwargs) -> "TextClassifier":
+        """Reads a fine-tuned classifier (e.g. run_classifier.py's --output_dir).
+
+        Raises:
+            ValueError: the checkpoint holds no classifier head.
+        """
+        if os.path.isdir(path) and os.path.isfile(os.path.join(path, "model.ckpt.index")):
+            path = os.path.join(path, "model.ckpt")
+        loaded = checkpoints.read_model(path, bert_config_file=bert_config_file,
+                                        vocab_file=vocab_file)
+        if loaded.spec.head != "classifier":
+            raise ValueError(f"{path} holds a {loaded.spec.head} model, not a fine-tuned "
+                             f"classifier (output_weights [labels, H] at the root scope)")
+        if loaded.labels is None and loaded.spec.num_labels > 1:
+            logging.warning("%s has no label names (model_spec.json): labels are their ids",
+                            path)
+        tokenizer = tokenization.FullTokenizer(loaded.vocab_file,
+                                               _checked_lower_case(do_lower_case, loaded, path))
+        return cls(loaded.model, tokenizer, loaded.labels, **kwargs)
+
+    def __call__(self, texts: Sequence[str]) -> list[Classified]:
+        features = self._features(texts, self.tokenizer)
+        if not features:
+            return []
+        logits = self._predict(self.model, features_to_arrays(features))["logits"]
+        if self.model.num_labels == 1:
+            return [Classified(None, None, float(value)) for value in logits[:, 0]]
+        probabilities = tf.nn.softmax(logits, axis=-1).numpy()
+        return [Classified(self.labels[int(np.argmax(row))],
+                           dict(zip(self.labels, (float(p) for p in row))))
+                for row in probabilities]
+
+
+__all__ = ["Classified", "FillMask", "MASK", "POOLINGS", "SentenceEmbedder", "TextClassifier",
+           "TokenScore", "read_sentence_transformers_folder"]

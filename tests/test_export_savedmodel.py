@@ -30,6 +30,8 @@ PAIRS = [("Is this a question?", "Yes, it is."), ("Only the first", ""),
          ("long words here " * 10, "short"), ("x", "a long second text " * 10)]
 CONTEXT = "The Eiffel Tower, in Paris, was completed in 1889 by Gustave Eiffel's company."
 QUESTIONS = [("When was the tower completed?", CONTEXT), ("Who built it?", CONTEXT * 3)]
+MASKED = ["The capital of France is [MASK] .", "no mask", "[MASK] [MASK] words", "un[MASK]able",
+          "long words here " * 10 + "[MASK]"]
 
 # Runs in a fresh process: loads each SavedModel with tf.saved_model.load and calls a signature.
 LOADER = """
@@ -43,7 +45,9 @@ results = {}
 for key, folder, signature, inputs in requests:
     loaded = tf.saved_model.load(folder)
     outputs = loaded.signatures[signature](**{k: tf.constant(v) for k, v in inputs.items()})
-    results.update({f"{key}/{name}": value.numpy() for name, value in outputs.items()})
+    for name, value in outputs.items():
+        value = value.numpy()
+        results[f"{key}/{name}"] = value.astype("S") if value.dtype == object else value
     results[f"{key}/do_lower_case"] = loaded.do_lower_case.numpy()
 np.savez(sys.argv[2], **results)
 """
@@ -59,10 +63,10 @@ def _model_folder(tmp_path, vocab, spec):
     return folder
 
 
-def _export(folder, output):
+def _export(folder, output, *flags):
     result = subprocess.run(
         [sys.executable, "export_savedmodel.py", f"--input={folder}", f"--output={output}",
-         f"--max_seq_length={MAX_SEQ_LENGTH}"],
+         f"--max_seq_length={MAX_SEQ_LENGTH}", *flags],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout
@@ -107,6 +111,8 @@ def exported(tmp_path_factory, uncased_vocab):
     assert "classifier head" in stdout
     squad = _model_folder(tmp_path, uncased_vocab, ModelSpec("squad"))
     _squad_export(squad, uncased_vocab, tmp_path / "squad_export")
+    pretraining = _model_folder(tmp_path, uncased_vocab, ModelSpec("pretraining"))
+    _export(pretraining, tmp_path / "mlm_export", "--top_k=4", "--pooling=mean", "--normalize")
     singles = [(text, "") for text in SINGLES]
     features = _python_features(FullTokenizer(str(uncased_vocab), True), singles + PAIRS)
     export = tmp_path / "export"
@@ -122,9 +128,14 @@ def exported(tmp_path_factory, uncased_vocab):
           "input_type_ids": features["segment_ids"].tolist()}],
         ["squad", str(tmp_path / "squad_export"), "serving_default",
          {"question": [q for q, _ in QUESTIONS], "context": [c for _, c in QUESTIONS]}],
+        ["embedding", str(export / "text_model"), "serving_embedding", {"text": SINGLES}],
+        ["fill_mask", str(tmp_path / "mlm_export" / "text_model"), "serving_fill_mask",
+         {"text": MASKED}],
+        ["mean", str(tmp_path / "mlm_export" / "text_model"), "serving_embedding_pair",
+         {"text_a": [a for a, _ in PAIRS], "text_b": [b for _, b in PAIRS]}],
     ])
-    return {"classifier": classifier, "squad": squad, "export": export, "features": features,
-            "results": results}
+    return {"classifier": classifier, "squad": squad, "pretraining": pretraining,
+            "export": export, "features": features, "results": results}
 
 
 def test_text_model_matches_the_python_pipeline(exported):
@@ -186,3 +197,32 @@ def test_squad_export_gives_logits_and_token_offsets(exported, uncased_vocab):
             assert covered == piece.removeprefix("##"), (row, position, piece, covered)
             checked += 1
     assert checked > 20
+
+
+def test_fill_mask_and_embedding_signatures_match_the_python_api(exported, uncased_vocab):
+    from serving.text_tasks import FillMask, SentenceEmbedder
+    results = exported["results"]
+    tokenizer = FullTokenizer(str(uncased_vocab), True)
+    pretrainer = read_model(str(exported["pretraining"])).model
+    expected = FillMask(pretrainer, tokenizer, max_seq_length=MAX_SEQ_LENGTH)(MASKED, top_k=4)
+    # The last text's [MASK] is cut off by max_seq_length.
+    assert [len(masks) for masks in expected] == [1, 0, 2, 1, 0]
+    positions = results["fill_mask/mask_positions"]
+    assert positions.shape == (5, 2)
+    for row, masks in enumerate(expected):
+        assert (positions[row] >= 0).sum() == len(masks)
+        for slot, scores in enumerate(masks):
+            np.testing.assert_array_equal(results["fill_mask/token_ids"][row, slot],
+                                          [s.token_id for s in scores])
+            assert [t.decode() for t in results["fill_mask/tokens"][row, slot]] == \
+                [s.token for s in scores]
+            np.testing.assert_allclose(results["fill_mask/probabilities"][row, slot],
+                                       [s.probability for s in scores], atol=1e-5)
+    classifier = read_model(str(exported["classifier"])).model
+    vectors = SentenceEmbedder(classifier.encoder, tokenizer, "cls",
+                               max_seq_length=MAX_SEQ_LENGTH)(SINGLES)
+    np.testing.assert_allclose(results["embedding/embedding"], vectors, atol=1e-5)
+    pairs = [f"{a} ||| {b}" if b else a for a, b in PAIRS]
+    vectors = SentenceEmbedder(pretrainer.encoder, tokenizer, "mean", normalize=True,
+                               max_seq_length=MAX_SEQ_LENGTH)(pairs)
+    np.testing.assert_allclose(results["mean/embedding"], vectors, atol=1e-5)

@@ -12,6 +12,7 @@ from modeling import checkpoints
 from serving.text_tasks import FillMask, SentenceEmbedder
 from tests.conftest import REPO_ROOT
 from tests.modeling_fixtures import tiny_dir
+from tests.test_run_classifier import tiny_model  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.slow
 
@@ -89,3 +90,37 @@ def test_bad_input_is_named_and_nothing_is_written(fixtures_dir, uncased_vocab, 
     assert result.returncode != 0
     assert "without the masked-LM head" in result.stderr.decode()
     assert output.read_text() == "an earlier run's output\n"
+
+
+@pytest.mark.parametrize("task_name", ["mrpc", "stsb"])
+def test_classify_gives_the_do_predict_answers_with_label_names(tiny_model, tmp_path, task_name):
+    from data.classifier import glue_tasks
+    from tests.test_run_classifier import _TRAIN_FLAGS, _check_ok, _run as run_classifier
+    from tests.test_run_classifier import _test_results, _write_glue_task
+    task = glue_tasks.get_task(task_name)
+    _write_glue_task(tmp_path / "data", task_name)
+    output_dir = tmp_path / "out"
+    _check_ok(run_classifier("--do_train", "--do_predict", task_name=task_name,
+                             data_dir=tmp_path / "data", output_dir=output_dir, **tiny_model,
+                             **_TRAIN_FLAGS))
+    spec = json.loads((output_dir / "model_spec.json").read_text())
+    assert spec.get("labels") == (list(task.labels) or None)
+    examples = glue_tasks.read_examples(task, tmp_path / "data", "test")
+    lines = [f"{e.text_a} ||| {e.text_b}" if e.text_b else e.text_a for e in examples]
+    (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "predict_text.py"), "--task=classify",
+         f"--model={output_dir}", f"--vocab_file={tiny_model['vocab_file']}",
+         "--max_seq_length=32", f"--input_file={tmp_path / 'in.txt'}",
+         f"--output_file={tmp_path / 'answers.jsonl'}"],
+        cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    answers = [json.loads(line) for line in (tmp_path / "answers.jsonl").read_text().splitlines()]
+    expected = _test_results(output_dir / "test_results.tsv")
+    assert len(answers) == len(expected) == len(examples)
+    if task.is_regression:
+        np.testing.assert_allclose([a["prediction"] for a in answers], expected[:, 0], atol=1e-6)
+        return
+    np.testing.assert_allclose([[a["probabilities"][label] for label in task.labels]
+                                for a in answers], expected, atol=1e-6)
+    assert [a["label"] for a in answers] == [task.labels[i] for i in expected.argmax(1)]

@@ -12,6 +12,7 @@ from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from modeling.pretrainer import BertPretrainer
 from modeling.task_models import BertClassifier, BertMultipleChoice, BertSpanLabeler
+from modeling.text_heads import MaskedTokenPredictor, SentenceEncoder
 from serving.servers import EncoderServer, Preprocessor, TextModelServer, packed_offsets
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", ",", "!", "the", "cat",
@@ -46,6 +47,7 @@ PAIRS = {
 }
 FEATURES = ("input_ids", "input_mask", "segment_ids")
 OFFSETS = ("token_begin", "token_end")
+EMBEDDING = ("serving_embedding", "serving_embedding_pair")
 
 
 @pytest.fixture(scope="module")
@@ -152,7 +154,7 @@ def test_preprocessor_hand_computed(tokenizer, vocab_file):
 def test_classifier_text_model(tokenizer, vocab_file, config):
     model = BertClassifier(config, num_labels=3)
     signatures = TextModelServer(model, tokenizer, T, vocab_file).signatures()
-    assert set(signatures) == {"serving_default", "serving_pair"}
+    assert set(signatures) == {"serving_default", "serving_pair", *EMBEDDING}
     for outputs, expected in ((_serve_singles(signatures), SINGLES),
                               (_serve_pairs(signatures), PAIRS)):
         assert set(outputs) == {"logits", "probabilities", "input_mask", "segment_ids",
@@ -183,6 +185,37 @@ def test_each_call_is_padded_to_its_own_longest_text(tokenizer, vocab_file, conf
                                    expected[name].numpy()[:, :6][real], atol=1e-5)
 
 
+def test_fill_mask_keeps_each_mask_whole_and_finds_its_position(tokenizer, vocab_file, config):
+    model = BertPretrainer(config)
+    outputs = TextModelServer(model, tokenizer, T, vocab_file, top_k=3)._fill_masks(
+        tf.constant(["the [MASK] sat", "hello", "[MASK] cat [MASK]", "un[MASK]able"]))
+    # [CLS] the [MASK] sat [SEP]; [CLS] hello [SEP]; [CLS] [MASK] cat [MASK] [SEP];
+    # [CLS] un [MASK] ##able: "able" alone is [UNK] in VOCAB, so [CLS] un [MASK] [UNK] [SEP].
+    np.testing.assert_array_equal(outputs["mask_positions"].numpy(),
+                                  [[2, -1], [-1, -1], [1, 3], [2, -1]])
+    features = {"input_ids": tf.constant([[2, 9, 4, 11, 3], [2, 5, 3, 0, 0], [2, 4, 10, 4, 3],
+                                          [2, 12, 4, 1, 3]]),
+                "input_mask": tf.constant([[1] * 5, [1, 1, 1, 0, 0], [1] * 5, [1] * 5]),
+                "segment_ids": tf.zeros([4, 5], tf.int32),
+                "masked_lm_positions": tf.constant([[2, 0], [0, 0], [1, 3], [2, 0]])}
+    expected = MaskedTokenPredictor(model, 3)(features, training=False)
+    np.testing.assert_array_equal(outputs["token_ids"].numpy(), expected["token_ids"].numpy())
+    np.testing.assert_allclose(outputs["probabilities"].numpy(),
+                               expected["probabilities"].numpy(), atol=1e-6)
+    assert outputs["tokens"].numpy()[2, 1].tolist() == [
+        VOCAB[i].encode() for i in expected["token_ids"].numpy()[2, 1]]
+
+
+def test_embedding_is_the_pooled_encoder_output(tokenizer, vocab_file, config):
+    model = BertClassifier(config, num_labels=2)
+    server = TextModelServer(model, tokenizer, T, vocab_file, pooling="mean", normalize=True)
+    outputs = server._embed(tf.constant([a for a, _ in PAIRS["texts"]]),
+                            tf.constant([b for _, b in PAIRS["texts"]]))
+    expected = SentenceEncoder(model.encoder, "mean", True)(_features(PAIRS), training=False)
+    np.testing.assert_allclose(outputs["embedding"].numpy(), expected["embedding"].numpy(),
+                               atol=1e-6)
+
+
 def test_regression_text_model_gives_predictions(tokenizer, vocab_file, config):
     model = BertClassifier(config, num_labels=1)
     outputs = _eager_pairs(TextModelServer(model, tokenizer, T, vocab_file)._serve)
@@ -195,7 +228,7 @@ def test_regression_text_model_gives_predictions(tokenizer, vocab_file, config):
 def test_squad_text_model_takes_question_and_context(tokenizer, vocab_file, config):
     model = BertSpanLabeler(config)
     signatures = TextModelServer(model, tokenizer, T, vocab_file).signatures()
-    assert set(signatures) == {"serving_default"}
+    assert set(signatures) == {"serving_default", *EMBEDDING}
     questions, contexts = zip(*PAIRS["texts"])
     outputs = signatures["serving_default"](question=tf.constant(questions),
                                             context=tf.constant(contexts))

@@ -44,7 +44,7 @@ class Batching:
     """
 
     pad_to_max_length: bool = False
-    multiple: int = 8
+    multiple: int = 1
     group_by_length: bool = False
 
     def __post_init__(self):

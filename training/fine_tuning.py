@@ -58,17 +58,20 @@ def initialise_encoder(model: keras.Model, init_checkpoint: str | None) -> None:
         logging.warning("no --init_checkpoint: the encoder starts from random values")
 
 
-def save_fine_tuned(trained: Trained, output_dir: str) -> str:
+def save_fine_tuned(trained: Trained, output_dir: str,
+                    labels: Sequence[str] | None = None) -> str:
     """Writes `model.ckpt` in the original TF1 format, `bert_config.json` and `model_spec.json`.
 
     The training checkpoints (`ckpt-N`, project format) stay beside them for resumption;
-    `model_spec.json` names their head, so `convert_checkpoint.py` can rebuild the model from them.
+    `model_spec.json` names their head, so `convert_checkpoint.py` can rebuild the model from
+    them, and the task's label names by id (`labels`), so that predictions can name them.
     """
     prefix = checkpoints.save_tf1_checkpoint(
         trained.model, os.path.join(output_dir, "model.ckpt"), global_step=trained.global_step,
         update_state_file=False)
     trained.model.config.to_json_file(os.path.join(output_dir, "bert_config.json"))
-    checkpoints.write_model_spec(output_dir, checkpoints.model_spec(trained.model))
+    checkpoints.write_model_spec(output_dir, checkpoints.model_spec(trained.model),
+                                 labels=labels)
     logging.info("fine-tuned model written to %s (original format)", prefix)
     return prefix
 

@@ -61,6 +61,8 @@ class LoadedModel:
     vocab_file: str
     # The tokenizer's casing where the input says it (Hugging Face, keras formats); else None.
     do_lower_case: bool | None
+    # The label names by id, where the folder's model_spec.json has them (fine-tuned here).
+    labels: tuple[str, ...] | None = None
 
 
 def count_vocab_lines(vocab_file: str) -> int:
@@ -101,7 +103,9 @@ def read_tf1_folder(found: FoundCheckpoint, files: FolderFiles) -> LoadedModel:
     spec = detect_model_spec(found.reader.get_variable_to_shape_map(), found.path)
     model = build_model(config, spec)
     load_tf1_checkpoint(model, found.path, found.reader)
-    return LoadedModel(model, spec, vocab_file, None)
+    saved = read_model_spec(folder)
+    labels = saved.labels if saved and saved.spec == spec else None
+    return LoadedModel(model, spec, vocab_file, None, labels)
 
 
 def read_keras_folder(found: FoundCheckpoint, files: FolderFiles) -> LoadedModel:
@@ -111,11 +115,12 @@ def read_keras_folder(found: FoundCheckpoint, files: FolderFiles) -> LoadedModel
     config = _bert_config(folder, files)
     vocab_file = _vocab(folder, files, config)
     saved = read_model_spec(folder)
-    spec = saved[0] if saved and not files.head else \
+    spec = saved.spec if saved and not files.head else \
         keras_model_spec(found.path, files.head, found.reader)
     model = build_model(config, spec)
     load_keras_checkpoint(model, found.path)
-    return LoadedModel(model, spec, vocab_file, saved[1] if saved else None)
+    return LoadedModel(model, spec, vocab_file, saved.do_lower_case if saved else None,
+                       saved.labels if saved and saved.spec == spec else None)
 
 
 def read_model_garden_folder(found: FoundCheckpoint, files: FolderFiles) -> LoadedModel:

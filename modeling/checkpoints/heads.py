@@ -14,7 +14,7 @@ import dataclasses
 import json
 import os
 import re
-from typing import Any
+from typing import Any, NamedTuple, Sequence
 
 import keras
 
@@ -137,27 +137,44 @@ def model_spec(model: keras.Model) -> ModelSpec:
     raise ValueError(f"{type(model).__name__} is not one of this project's BERT models")
 
 
-def write_model_spec(folder: str, spec: ModelSpec, do_lower_case: bool | None = None) -> str:
+class SavedSpec(NamedTuple):
+    """What `model_spec.json` holds: the spec, and what is known of the tokenizer and labels."""
+
+    spec: ModelSpec
+    do_lower_case: bool | None
+    # The classifier's or tagger's label names, by label id.
+    labels: tuple[str, ...] | None
+
+
+def write_model_spec(folder: str, spec: ModelSpec, do_lower_case: bool | None = None,
+                     labels: Sequence[str] | None = None) -> str:
     """Writes `model_spec.json` in `folder` atomically; returns its path.
 
     Args:
         folder: the checkpoint's folder.
         spec: the model's head and label count.
         do_lower_case: the tokenizer's casing; the key is written only when it is known.
+        labels: the label names by id (one per label of the head), written when given.
     """
     values = spec.to_dict()
     if do_lower_case is not None:
         values["do_lower_case"] = do_lower_case
+    if labels is not None:
+        if len(labels) != spec.num_labels:
+            raise ValueError(f"{len(labels)} label names for a head of {spec.num_labels} labels")
+        values["labels"] = list(labels)
     path = os.path.join(folder, SPEC_FILE)
     write_text_atomically(path, json.dumps(values, indent=2, sort_keys=True) + "\n")
     return path
 
 
-def read_model_spec(folder: str) -> tuple[ModelSpec, bool | None] | None:
-    """(spec, do_lower_case or None) of the folder's `model_spec.json`; None where it has none."""
+def read_model_spec(folder: str) -> SavedSpec | None:
+    """The folder's `model_spec.json`; None where it has none."""
     path = os.path.join(folder, SPEC_FILE)
     if not os.path.isfile(path):
         return None
     with open(path, encoding="utf-8") as f:
         values = json.load(f)
-    return ModelSpec.from_dict(values), values.get("do_lower_case")
+    labels = values.get("labels")
+    return SavedSpec(ModelSpec.from_dict(values), values.get("do_lower_case"),
+                     None if labels is None else tuple(labels))
