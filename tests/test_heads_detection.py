@@ -82,10 +82,16 @@ def test_model_spec_file_has_one_schema_and_is_read_back(tmp_path):
     write_model_spec(str(tmp_path), ModelSpec("classifier", 3))
     assert json.loads((tmp_path / SPEC_FILE).read_text()) == {"head": "classifier",
                                                               "num_labels": 3}
-    assert read_model_spec(str(tmp_path)) == (ModelSpec("classifier", 3), None)
+    assert read_model_spec(str(tmp_path)) == (ModelSpec("classifier", 3), None, None)
     write_model_spec(str(tmp_path), ModelSpec("squad"), do_lower_case=False)
     assert json.loads((tmp_path / SPEC_FILE).read_text()) == {
         "head": "squad", "num_labels": None, "do_lower_case": False}
-    assert read_model_spec(str(tmp_path)) == (ModelSpec("squad"), False)
+    assert read_model_spec(str(tmp_path)) == (ModelSpec("squad"), False, None)
+    # The label names by id, one per label of the head.
+    write_model_spec(str(tmp_path), ModelSpec("classifier", 2), labels=["0", "1"])
+    assert json.loads((tmp_path / SPEC_FILE).read_text())["labels"] == ["0", "1"]
+    assert read_model_spec(str(tmp_path)).labels == ("0", "1")
+    with pytest.raises(ValueError, match="3 label names for a head of 2 labels"):
+        write_model_spec(str(tmp_path), ModelSpec("classifier", 2), labels=["a", "b", "c"])
     assert sorted(p.name for p in tmp_path.iterdir()) == [SPEC_FILE]
     assert read_model_spec(str(tmp_path / "absent")) is None
