@@ -9,10 +9,10 @@ import keras
 import tensorflow as tf
 
 from data import tokenization
+from training.batching import Batching
 from training.distribution import get_strategy
 from training.optimizer import create_optimizer
 from training.precision import needs_loss_scaling, set_dtype_policy
-from training.batching import Batching
 from training.fine_tuning import FineTuningRun, warmup_steps
 from training.trainer import TrainingConfig
 

@@ -96,7 +96,7 @@ def _batch(inputs: dict[str, torch.Tensor], index, padding: str) -> dict[str, to
         return batch
     mask = batch["attention_mask"]
     width = int(mask.sum(1).max())
-    return {k: v[:, :width] if v.dim() == 2 and v.shape == mask.shape else v
+    return {k: v[:, :width].contiguous() if v.dim() == 2 and v.shape == mask.shape else v
             for k, v in batch.items()}
 
 

@@ -203,4 +203,5 @@ def test_the_transformers_batches_are_its_collators(uncased_vocab, tmp_path):
         assert set(ours) == set(theirs)
         for key in ours:
             assert torch.equal(ours[key], theirs[key]), key
+            assert ours[key].is_contiguous(), key  # as the collator's: `.view` must work
     assert _batch(padded, torch.tensor([0]), "max_length")["input_ids"].shape == (1, 32)

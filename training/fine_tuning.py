@@ -213,8 +213,8 @@ def predict(model: keras.Model, arrays: Mapping[str, np.ndarray], batch_size: in
         arrays: the features, int32 [N, ...] `input_ids`, `input_mask`, `segment_ids` (other
             arrays are ignored).
         batch_size: examples per call.
-        batching: how batches are padded (`common_flags.batching`); rows of similar lengths are
-            run together unless they are padded to max_seq_length.
+        batching: how batches are padded (`common_flags.batching_from_flags`); rows of similar
+            lengths are run together unless they are padded to max_seq_length.
         output_fn: see `training.prediction.predict_batches`.
     """
     return prediction.predict(model, ArrayExamples(arrays, ENCODER_INPUTS, batching),
