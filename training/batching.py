@@ -192,6 +192,15 @@ class ArrayExamples(IndexedExamples):
                     else tf.gather(value, rows) for key, value in tensors.items()}
         return gather
 
+    def batch_spec(self) -> dict[str, tf.TensorSpec]:
+        """The spec of the batches `gather_fn` makes: any number of rows and, unless batches are
+        padded to max_seq_length, any length."""
+        cut = self.lengths is not None and not self.batching.pad_to_max_length
+        return {key: tf.TensorSpec(
+            [None, *value.shape[1:-1], None if cut and key in self.token_keys else
+             value.shape[-1]][:value.ndim], tf.as_dtype(value.dtype))
+            for key, value in self.arrays.items()}
+
     @property
     def row_shape(self) -> tuple[int, ...]:
         """The shape of one row of the first array (e.g. (T,) for input_ids)."""

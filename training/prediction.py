@@ -46,9 +46,16 @@ def predict_batches(model: keras.Model, examples: IndexedExamples, batch_size: i
     """
     xla = _prefers_xla(model, examples, batch_size)
     width = getattr(examples, "max_length", None)
+    if isinstance(examples, ArrayExamples) and 0 < examples.num_examples <= batch_size:
+        # One call: gathered directly, without an input pipeline (whose set-up would cost a
+        # single sentence's latency several times over).
+        batch = examples.gather_fn(xla)(tf.range(examples.num_examples, dtype=tf.int64))
+        run = _traced(model, xla, width, examples.batch_spec())
+        yield _outputs(run, batch, output_fn)
+        return
     if examples.lengths is None or examples.batching.pad_to_max_length:
         dataset = examples.prediction_dataset(batch_size, xla=xla)
-        run = _traced(model, xla, width, dataset)
+        run = _traced(model, xla, width, dataset.element_spec)
         for batch in dataset:
             yield _outputs(run, batch, output_fn)
         _log_traces(model, run, examples.num_examples, None)
@@ -59,7 +66,7 @@ def predict_batches(model: keras.Model, examples: IndexedExamples, batch_size: i
                                                kind="stable") for start in starts]
                            or [np.zeros(0, np.int64)])
     dataset = examples.prediction_dataset(batch_size, rows=order, xla=xla)
-    run = _traced(model, xla, width, dataset)
+    run = _traced(model, xla, width, dataset.element_spec)
     pending: list[dict[str, np.ndarray]] = []
     done = start = 0
     widths: set[int] = set()
@@ -118,8 +125,8 @@ _inference_functions: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _traced(model: keras.Model, jit_compile: bool, width: int | None,
-            dataset: tf.data.Dataset) -> tf.types.experimental.PolymorphicFunction:
-    """`model(batch, training=False)` as a tf.function, traced for the dataset's element spec.
+            spec) -> tf.types.experimental.PolymorphicFunction:
+    """`model(batch, training=False)` as a tf.function, traced for the batches' spec.
 
     The spec leaves the batch size (and, with batches cut to their length, the length) unknown,
     so one trace serves every batch; XLA compiles it once per shape. Output axes of unknown size
@@ -135,7 +142,7 @@ def _traced(model: keras.Model, jit_compile: bool, width: int | None,
                 lambda value: _pad_unknown_axes(value, width), outputs)
         functions[jit_compile, width] = tf.function(run, jit_compile=jit_compile)
     function = functions[jit_compile, width]
-    function.get_concrete_function(dataset.element_spec)
+    function.get_concrete_function(spec)
     return function
 
 
