@@ -86,10 +86,12 @@ class _LengthRecorder:
 class _TextModel:
     """Texts -> features -> a model's per-example outputs, in order."""
 
-    def __init__(self, tokenizer: tokenization.FullTokenizer, max_seq_length: int,
-                 batch_size: int, batching: Batching):
-        if max_seq_length < 3:
-            raise ValueError(f"max_seq_length={max_seq_length} must be at least 3")
+    def __init__(self, model: keras.Model, tokenizer: tokenization.FullTokenizer,
+                 max_seq_length: int, batch_size: int, batching: Batching):
+        positions = model.config.max_position_embeddings
+        if not 3 <= max_seq_length <= positions:
+            raise ValueError(f"max_seq_length={max_seq_length} must be in [3, "
+                             f"max_position_embeddings={positions}] of the model")
         if batch_size < 1:
             raise ValueError(f"batch_size={batch_size} must be positive")
         self.tokenizer = tokenizer
@@ -137,7 +139,7 @@ class FillMask(_TextModel):
     def __init__(self, pretrainer: keras.Model, tokenizer: tokenization.FullTokenizer,
                  max_seq_length: int = 128, batch_size: int = 32,
                  batching: Batching = Batching()):
-        super().__init__(tokenizer, max_seq_length, batch_size, batching)
+        super().__init__(pretrainer, tokenizer, max_seq_length, batch_size, batching)
         if MASK not in tokenizer.vocab:
             raise ValueError(f"the vocabulary has no {MASK} token")
         self.pretrainer = pretrainer
@@ -244,7 +246,7 @@ class SentenceEmbedder(_TextModel):
     def __init__(self, encoder: keras.Model, tokenizer: tokenization.FullTokenizer,
                  pooling: str = "cls", normalize: bool = False, max_seq_length: int = 128,
                  batch_size: int = 32, batching: Batching = Batching()):
-        super().__init__(tokenizer, max_seq_length, batch_size, batching)
+        super().__init__(encoder, tokenizer, max_seq_length, batch_size, batching)
         self.model = SentenceEncoder(encoder, pooling, normalize)
 
     @classmethod
@@ -299,7 +301,7 @@ class TextClassifier(_TextModel):
     def __init__(self, model: keras.Model, tokenizer: tokenization.FullTokenizer,
                  labels: Sequence[str] | None = None, max_seq_length: int = 128,
                  batch_size: int = 32, batching: Batching = Batching()):
-        super().__init__(tokenizer, max_seq_length, batch_size, batching)
+        super().__init__(model, tokenizer, max_seq_length, batch_size, batching)
         self.model = model
         self.labels = tuple(labels) if labels else tuple(str(i) for i in range(model.num_labels))
         if len(self.labels) != model.num_labels:

@@ -101,6 +101,13 @@ def test_fill_mask_of_several_masks_a_truncated_mask_and_a_line_without_one(
                                    [s.probability for s in together], atol=1e-6)
 
 
+def test_a_max_seq_length_beyond_the_model_is_refused(fixtures_dir, uncased_vocab):
+    loaded = _read(fixtures_dir, uncased_vocab)
+    with pytest.raises(ValueError, match="max_seq_length=513 must be in .3, "
+                                         "max_position_embeddings=512"):
+        FillMask(loaded.model, FullTokenizer(str(uncased_vocab), True), max_seq_length=513)
+
+
 def test_fill_mask_refuses_a_checkpoint_without_the_masked_lm_head(fixtures_dir, uncased_vocab):
     with pytest.raises(ValueError, match="without the masked-LM head.*classifier"):
         FillMask.from_checkpoint(str(tiny_dir(fixtures_dir) / "classifier/model.ckpt"),
