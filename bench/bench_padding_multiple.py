@@ -34,8 +34,8 @@ TASKS = {"CoLA": "CoLA/resplit_from_train", "SST-2": "SST-2/resplit_from_train",
 BATCH, MAX_LENGTH = 32, 128
 
 
-def step_times(lengths: range, repeats: int) -> dict[int, float]:
-    """Median seconds of a training step of BATCH sequences at each length."""
+def step_times(lengths: range, repeats: int) -> tuple[dict[int, float], dict]:
+    """Median seconds of a training step of BATCH sequences at each length, and the machine."""
     import keras
     import tensorflow as tf
 

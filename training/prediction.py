@@ -71,9 +71,10 @@ def predict_batches(model: keras.Model, examples: IndexedExamples, batch_size: i
     done = start = 0
     widths: set[int] = set()
     for batch in dataset:
-        widths.add(int(batch[next(iter(batch))].shape[-1]))
+        shape = batch[next(iter(batch))].shape
+        widths.add(int(shape[-1]))
         pending.append(_outputs(run, batch, output_fn))
-        done += int(batch[next(iter(batch))].shape[0])
+        done += int(shape[0])
         if done - start == rows_per_window or done == examples.num_examples:
             inverse = np.argsort(order[start:done], kind="stable")
             yield {key: np.concatenate([outputs[key] for outputs in pending])[inverse]

@@ -219,8 +219,7 @@ class Trainer:
                         f"interrupted by {signal.Signals(stop.received).name} at step {step}/"
                         f"{self.config.num_train_steps}: checkpoint {path} written; rerun the "
                         f"same command to resume from it")
-        self.traces = step_fn.experimental_get_tracing_count()
-        logging.info("training step traced %d time(s)", self.traces)
+        logging.info("training step traced %d time(s)", step_fn.experimental_get_tracing_count())
         return logs
 
     def _check_weights_finite(self, step: int) -> None:
