@@ -1,4 +1,5 @@
-"""`BertPretrainer`: the encoder with the masked-LM and next-sentence heads (paper section 3.1)."""
+"""`BertPretrainer`: the encoder with the masked-LM and next-sentence heads (paper section 3.1);
+`BertMaskedLM`: the encoder with the masked-LM head alone, as the TF2-era releases carry it."""
 import keras
 import tensorflow as tf
 
@@ -16,17 +17,21 @@ class BertPretrainer(keras.Model):
     `next_sentence_logits` float32 [B, 2] (label 0 = IsNext), and the encoder's outputs.
     """
 
+    # Whether the model has the next-sentence head (`BertMaskedLM` has not).
+    with_next_sentence = True
+
     def __init__(self, config: BertConfig, encoder: BertEncoder | None = None, **kwargs):
         super().__init__(**{"name": "bert_pretrainer", **kwargs})
         self.config = config
         self.encoder = encoder or BertEncoder(config)
         self.masked_lm = MaskedLMHead(config.vocab_size, config.hidden_size, config.hidden_act,
                                       config.initializer_range, name="masked_lm")
-        self.next_sentence = OutputProjection(2, config.hidden_size, config.initializer_range,
-                                              name="next_sentence")
         # Built here, outside any call scope, so that variable paths start at the head's name.
         self.masked_lm.build(None)
-        self.next_sentence.build(None)
+        if self.with_next_sentence:
+            self.next_sentence = OutputProjection(2, config.hidden_size,
+                                                  config.initializer_range, name="next_sentence")
+            self.next_sentence.build(None)
 
     def call(self, inputs, training=None):
         encoder_outputs = self.encoder(
@@ -34,9 +39,10 @@ class BertPretrainer(keras.Model):
         masked_lm_logits = self.masked_lm(
             encoder_outputs["sequence_output"], inputs["masked_lm_positions"],
             self.encoder.word_embeddings)
-        next_sentence_logits = self.next_sentence(encoder_outputs["pooled_output"])
-        return {**encoder_outputs, "masked_lm_logits": masked_lm_logits,
-                "next_sentence_logits": next_sentence_logits}
+        outputs = {**encoder_outputs, "masked_lm_logits": masked_lm_logits}
+        if self.with_next_sentence:
+            outputs["next_sentence_logits"] = self.next_sentence(encoder_outputs["pooled_output"])
+        return outputs
 
     def get_config(self):
         return {"config": self.config.to_dict(), "name": self.name}
@@ -44,6 +50,18 @@ class BertPretrainer(keras.Model):
     @classmethod
     def from_config(cls, config):
         return cls(BertConfig.from_dict(config["config"]), name=config.get("name"))
+
+
+class BertMaskedLM(BertPretrainer):
+    """The encoder and the masked-LM head, without the next-sentence head: what Google's TF2
+    converter writes for a pretrainer (`--converted_model=pretrainer`), and what is read of a
+    Model Garden pretrainer whose next-sentence head has its own pooler. Outputs as
+    `BertPretrainer`'s without `next_sentence_logits`."""
+
+    with_next_sentence = False
+
+    def __init__(self, config: BertConfig, encoder: BertEncoder | None = None, **kwargs):
+        super().__init__(config, encoder, **{"name": "bert_masked_lm", **kwargs})
 
 
 def pretraining_losses(outputs: dict, batch: dict, masked_lm_weight_sum=None,

@@ -184,7 +184,7 @@ class TextModelServer(_TextModule):
     def _head_outputs(self, features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         outputs = self._model(features)
         head, num_labels = self.spec.head, self.spec.num_labels
-        if head in ("encoder", "pretraining"):
+        if head in ("encoder", "pretraining", "masked_lm"):
             return {k: outputs[k] for k in ("pooled_output", "sequence_output")}
         if head == "squad":
             return {k: outputs[k] for k in ("start_logits", "end_logits")}

@@ -95,3 +95,16 @@ def test_model_spec_file_has_one_schema_and_is_read_back(tmp_path):
         write_model_spec(str(tmp_path), ModelSpec("classifier", 2), labels=["a", "b", "c"])
     assert sorted(p.name for p in tmp_path.iterdir()) == [SPEC_FILE]
     assert read_model_spec(str(tmp_path / "absent")) is None
+
+
+def test_the_masked_lm_alone_is_its_own_head_and_half_a_next_sentence_head_is_refused():
+    shapes = {name: tuple(v.shape)
+              for name, v in tf1_name_map(build_model(_config(), _spec("pretraining"))).items()}
+    assert detect_model_spec(shapes) == ModelSpec("pretraining")
+    masked_lm_only = {k: v for k, v in shapes.items() if not k.startswith("cls/seq_relationship")}
+    assert detect_model_spec(masked_lm_only) == ModelSpec("masked_lm")
+    del shapes["cls/seq_relationship/output_bias"]
+    with pytest.raises(UnsupportedCheckpointError,
+                       match="the pretraining head is incomplete; missing "
+                             "cls/seq_relationship/output_bias"):
+        detect_model_spec(shapes)

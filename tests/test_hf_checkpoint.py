@@ -59,6 +59,8 @@ def _hf_outputs(head, hf):
     if head == "pretraining":
         return {"sequence_output": hf["hidden_states"][-1],
                 "next_sentence_logits": hf["seq_relationship_logits"]}
+    if head == "masked_lm":
+        return {"sequence_output": hf["hidden_states"][-1]}
     if head == "encoder":
         return {"sequence_output": hf["last_hidden_state"], "pooled_output": hf["pooler_output"]}
     if head == "squad":
@@ -68,15 +70,17 @@ def _hf_outputs(head, hf):
 
 def _check_against_project(loaded, hf, inputs):
     keys = ["input_ids", "input_mask", "segment_ids"]
-    keys += ["masked_lm_positions"] if loaded.spec.head == "pretraining" else []
+    with_masked_lm = loaded.spec.head in ("pretraining", "masked_lm")
+    keys += ["masked_lm_positions"] if with_masked_lm else []
     ours = loaded.model({k: np.asarray(inputs[k]) for k in keys}, training=False)
     for key, value in _hf_outputs(loaded.spec.head, hf).items():
         np.testing.assert_allclose(ours[key].numpy(), value, atol=1e-5, rtol=0, err_msg=key)
-    if loaded.spec.head == "pretraining":
+    if with_masked_lm:
         vocab_size = loaded.model.config.vocab_size
         np.testing.assert_allclose(
             log_softmax(ours["masked_lm_logits"].numpy().reshape(-1, vocab_size)),
-            log_softmax(gather_positions(hf["prediction_logits"], inputs["masked_lm_positions"])),
+            log_softmax(gather_positions(hf.get("prediction_logits", hf.get("logits")),
+                                         inputs["masked_lm_positions"])),  # BertForMaskedLM's
             atol=1e-4, rtol=0)
 
 
@@ -142,6 +146,7 @@ def _random_hf_folder(folder, class_name, hidden_act, **config):
 
 @pytest.mark.parametrize("class_name, hf_act, our_act, written_act", [
     ("BertForPreTraining", "gelu", "gelu_exact", "gelu"),
+    ("BertForMaskedLM", "gelu_new", "gelu", "gelu_new"),
     ("BertForSequenceClassification", "gelu_new", "gelu", "gelu_new"),
     ("BertForQuestionAnswering", "gelu_pytorch_tanh", "gelu", "gelu_new"),
     ("BertForTokenClassification", "relu", "relu", "relu"),
@@ -154,7 +159,7 @@ def test_transformers_models_come_in_and_go_out_with_their_activation(
     with caplog.at_level(logging.WARNING):
         loaded = read_model(str(tmp_path / "in"))
     assert loaded.model.config.hidden_act == our_act
-    if class_name == "BertForQuestionAnswering":
+    if class_name in ("BertForQuestionAnswering", "BertForMaskedLM"):
         assert "has no pooler" in caplog.text
     inputs = _inputs()
     hf = run_hf(load_hf_model(class_name, tmp_path / "in")[0], inputs["input_ids"],

@@ -13,6 +13,7 @@ import tensorflow as tf
 from modeling.checkpoints import (CheckpointMismatchError, UnsupportedCheckpointError,
                                   detect_format, load_checkpoint, read_model, write_model)
 from modeling.checkpoints.formats import HF, MODEL_GARDEN, TF1, TF_HUB
+from modeling.checkpoints.model_garden import object_paths
 from modeling.checkpoints.names import tf1_name_map
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
@@ -130,20 +131,87 @@ def test_unrepresentable_configs_are_refused_with_the_reason(key, value, reason,
         read_model(str(folder))
 
 
-def test_next_sentence_pooler_other_than_the_encoders_is_refused(tmp_path):
-    write_model(read_model(str(FIXTURES / "pretrainer")), MODEL_GARDEN, str(tmp_path / "mg"),
-                True)
-    prefix = str(tmp_path / "mg" / "bert_model.ckpt")
+def _rewrite(prefix: str, change) -> None:
+    """Rewrites a checkpoint's tensors through `change(tensors)`, its object graph kept."""
     reader = tf.train.load_checkpoint(prefix)
     tensors = {key: reader.get_tensor(key) for key in reader.get_variable_to_shape_map()}
-    key = "model/classification_heads/0/dense/bias/.ATTRIBUTES/VARIABLE_VALUE"
-    assert key in tensors
-    tensors[key] = tensors[key] + 1.0
+    change(tensors)
     names = sorted(tensors)
     tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names),
                       tensors=[tf.convert_to_tensor(tensors[n]) for n in names])
-    with pytest.raises(UnsupportedCheckpointError, match="not a copy of the encoder's pooler"):
-        read_model(str(tmp_path / "mg"))
+
+
+def _check_masked_lm(loaded) -> None:
+    """The fixture pretrainer's encoder and masked-LM outputs."""
+    outputs = loaded.model(_features(with_positions=True), training=False)
+    expected_mlm = OUTPUTS["pretrainer/mlm_logits"]
+    np.testing.assert_allclose(outputs["masked_lm_logits"].numpy().reshape(expected_mlm.shape),
+                               expected_mlm, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(outputs["pooled_output"].numpy(),
+                               OUTPUTS["pretrainer/pooled_output"], atol=1e-5, rtol=0)
+    assert "next_sentence_logits" not in outputs
+
+
+def test_a_next_sentence_head_with_its_own_pooler_is_left_out_with_a_warning(tmp_path, caplog):
+    """Model Garden's training updates the next-sentence head's pooler apart from the encoder's:
+    the encoder and the masked-LM head are read, and the log says what was left out."""
+    write_model(read_model(str(FIXTURES / "pretrainer")), MODEL_GARDEN, str(tmp_path / "mg"),
+                True)
+
+    def own_pooler(tensors):
+        # Saved once, under one of its two paths (`model/classification_heads/0/dense`,
+        # `next_sentence.pooler_dense`).
+        keys = [k for k in tensors if k.startswith(("model/classification_heads/0/dense/bias",
+                                                    "next_sentence..pooler_dense/bias"))]
+        assert len(keys) == 1
+        tensors[keys[0]] = tensors[keys[0]] + 1.0
+    _rewrite(str(tmp_path / "mg" / "bert_model.ckpt"), own_pooler)
+    with caplog.at_level("WARNING"):
+        loaded = read_model(str(tmp_path / "mg"))
+    assert loaded.spec.head == "masked_lm"
+    assert "the next-sentence head has its own pooler" in caplog.text
+    _check_masked_lm(loaded)
+
+
+def test_a_masked_lm_pretrainer_without_next_sentence_is_read_with_its_masked_lm(tmp_path):
+    """Google's converter writes a pretrainer as `Checkpoint(encoder=..., masked_lm=...)`."""
+    pretrainer = read_model(str(FIXTURES / "pretrainer"))
+    write_model(pretrainer, MODEL_GARDEN, str(tmp_path / "mg"), True)
+    roots = {path.split("/")[0] for path in object_paths(
+        tf.train.load_checkpoint(str(tmp_path / "mg" / "bert_model.ckpt")))}
+    # What Model Garden's task `initialize` restores, beside training's `model=`.
+    assert {"model", "encoder", "masked_lm", "next_sentence.pooler_dense"} <= roots
+
+    def without_next_sentence(tensors):
+        for key in [k for k in tensors if k.startswith(("model/", "next_sentence."))]:
+            del tensors[key]
+    _rewrite(str(tmp_path / "mg" / "bert_model.ckpt"), without_next_sentence)
+    loaded = read_model(str(tmp_path / "mg"))
+    assert loaded.spec.head == "masked_lm"
+    _check_masked_lm(loaded)
+    # Written back as Google's converter writes it, and read again the same.
+    write_model(loaded, MODEL_GARDEN, str(tmp_path / "mg2"), True)
+    roots = {path.split("/")[0] for path in object_paths(
+        tf.train.load_checkpoint(str(tmp_path / "mg2" / "bert_model.ckpt")))}
+    assert roots == {"encoder", "masked_lm", "save_counter"}
+    _check_masked_lm(read_model(str(tmp_path / "mg2")))
+
+
+@pytest.mark.parametrize("via", [TF1, HF, "keras"])
+def test_a_masked_lm_model_round_trips_bit_exact(via, tmp_path):
+    pretrainer = read_model(str(FIXTURES / "pretrainer"))
+    write_model(pretrainer, MODEL_GARDEN, str(tmp_path / "mg"), True)
+    _rewrite(str(tmp_path / "mg" / "bert_model.ckpt"), lambda tensors: [
+        tensors.pop(k) for k in list(tensors) if k.startswith(("model/", "next_sentence."))])
+    original = read_model(str(tmp_path / "mg"))
+    write_model(original, via, str(tmp_path / via), True)
+    final = read_model(str(tmp_path / via))
+    assert final.spec.head == "masked_lm"
+    expected, actual = _values(original.model), _values(final.model)
+    assert expected.keys() == actual.keys()
+    assert not any(name.startswith("cls/seq_relationship") for name in actual)
+    for name in expected:
+        np.testing.assert_array_equal(actual[name], expected[name], err_msg=name)
 
 
 def test_activation_differing_from_the_model_is_refused():
@@ -172,3 +240,36 @@ def test_a_saved_model_without_keras_metadata_takes_the_given_config(tmp_path):
     assert load_checkpoint(encoder, str(folder)) == TF_HUB
     np.testing.assert_allclose(encoder(_features(), training=False)["pooled_output"].numpy(),
                                OUTPUTS["hub/pooled_output"], atol=1e-5, rtol=0)
+
+
+def test_an_encoder_is_read_whatever_its_mlm_activation_and_a_masked_lm_head_is_checked(
+        tmp_path):
+    """Model Garden writes `mlm_activation: gelu` (its default) beside a relu encoder too: only
+    a checkpoint that holds the masked-LM head is refused for it."""
+    encoder = tmp_path / "encoder"
+    shutil.copytree(FIXTURES / "encoder", encoder)
+    params = (encoder / "params.yaml").read_text()
+    (encoder / "params.yaml").write_text(
+        params.replace("hidden_activation: gelu", "hidden_activation: relu")
+        .replace("  model:\n", "  model:\n    mlm_activation: gelu\n"))
+    assert read_model(str(encoder)).model.config.hidden_act == "relu"
+    pretrainer = tmp_path / "pretrainer"
+    shutil.copytree(FIXTURES / "pretrainer", pretrainer)
+    params = (pretrainer / "params.yaml").read_text()
+    (pretrainer / "params.yaml").write_text(params.replace("mlm_activation: gelu",
+                                                           "mlm_activation: relu"))
+    with pytest.raises(UnsupportedCheckpointError,
+                       match="mlm_activation='relu' differs from hidden_activation='gelu'"):
+        read_model(str(pretrainer))
+
+
+def test_a_variable_deleted_from_the_checkpoint_is_named_as_missing(tmp_path):
+    folder = tmp_path / "encoder"
+    shutil.copytree(FIXTURES / "encoder", folder)
+
+    def delete_a_kernel(tensors):  # the object graph still lists it
+        del tensors[sorted(key for key in tensors if "_query_dense/kernel" in key)[0]]
+    _rewrite(str(folder / "bert_model.ckpt"), delete_a_kernel)
+    with pytest.raises(CheckpointMismatchError,
+                       match=r"bert/encoder/layer_\d+/attention/self/query/kernel"):
+        read_model(str(folder))

@@ -22,7 +22,7 @@ from modeling.checkpoints.errors import UnsupportedCheckpointError
 from modeling.checkpoints.names import ENCODER_TABLE, HEAD_TABLE, is_optimizer_state
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
-from modeling.pretrainer import BertPretrainer
+from modeling.pretrainer import BertMaskedLM, BertPretrainer
 from modeling.task_models import (BertClassifier, BertMultipleChoice, BertSpanLabeler,
                                   BertTokenClassifier)
 from utils.output_files import write_text_atomically
@@ -32,6 +32,7 @@ ENCODER = "encoder"
 HEADS = (
     (ENCODER, (), BertEncoder, False),
     ("pretraining", ("masked_lm", "next_sentence"), BertPretrainer, False),
+    ("masked_lm", ("masked_lm",), BertMaskedLM, False),
     ("classifier", ("classifier",), BertClassifier, True),
     ("squad", ("squad",), BertSpanLabeler, False),
     ("multiple_choice", ("multiple_choice",), BertMultipleChoice, False),
@@ -42,14 +43,15 @@ SPEC_FILE = "model_spec.json"
 
 
 def _head_variables() -> dict[str, tuple[str, ...]]:
-    """{head: original names of its variables}, each HEAD_TABLE row owned by exactly one head."""
-    owner = {layer: head for head, layers, _, _ in HEADS for layer in layers}
+    """{head: original names of its variables}; every HEAD_TABLE row belongs to a head (the
+    masked-LM's to both the pretraining and the masked_lm heads)."""
     variables: dict[str, list[str]] = {head: [] for head in HEAD_NAMES}
     for tf1, keras_path in HEAD_TABLE:
-        layer = keras_path.split("/")[0]
-        if layer not in owner:
+        owners = [head for head, layers, _, _ in HEADS if keras_path.split("/")[0] in layers]
+        if not owners:
             raise AssertionError(f"the head variable {tf1!r} belongs to no head")
-        variables[owner[layer]].append(tf1)
+        for head in owners:
+            variables[head].append(tf1)
     return {head: tuple(names) for head, names in variables.items()}
 
 
@@ -100,13 +102,16 @@ def detect_model_spec(shapes: dict[str, tuple[int, ...]], source: str = "checkpo
             than one head.
     """
     names = {name for name in shapes if not is_optimizer_state(name)}
-    head_of = {tf1: head for head, tf1s in HEAD_VARIABLES.items() for tf1 in tf1s}
+    # The masked-LM's variables alone are the masked_lm head; with next-sentence ones, pretraining.
+    head_of = {tf1: head for head in (*HEAD_NAMES, "masked_lm") for tf1 in HEAD_VARIABLES[head]}
     unknown = sorted(n for n in names if n not in head_of and not _ENCODER_NAME.match(n))
     if unknown:
         raise UnsupportedCheckpointError(
             f"{source}: {len(unknown)} variables belong to no head this project has: "
             + ", ".join(unknown))
     found = sorted({head_of[n] for n in names if n in head_of})
+    if found == ["masked_lm", "pretraining"]:
+        found = ["pretraining"]
     if len(found) > 1:
         raise UnsupportedCheckpointError(f"{source}: holds more than one head: {', '.join(found)}")
     if not found:

@@ -38,7 +38,7 @@ WEIGHTS_INDEX_FILE = "model.safetensors.index.json"
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 VOCAB_FILE = "vocab.txt"
 # Task classes built without a pooler: the project's models always have one.
-_NO_POOLER = ("BertForQuestionAnswering", "BertForTokenClassification")
+_NO_POOLER = ("BertForQuestionAnswering", "BertForTokenClassification", "BertForMaskedLM")
 _POOLER = ("bert/pooler/dense/kernel", "bert/pooler/dense/bias")
 
 
@@ -106,8 +106,10 @@ def _canonical_state(state: dict[str, np.ndarray], source: str) -> dict[str, np.
 def _architecture(state: dict[str, np.ndarray], hf_config: dict, source: str) -> str:
     """The Hugging Face class whose parameters `state` holds."""
     names = set(state)
-    if any(n.startswith("cls.") for n in names):
+    if any(n.startswith("cls.seq_relationship.") for n in names):
         return "BertForPreTraining"
+    if any(n.startswith("cls.") for n in names):
+        return "BertForMaskedLM"
     if any(n.startswith("qa_outputs.") for n in names):
         return "BertForQuestionAnswering"
     if any(n.startswith("classifier.") for n in names):
@@ -136,8 +138,8 @@ def _with_prefix(state: dict[str, np.ndarray], architecture: str) -> dict[str, n
 def read_hf_checkpoint(folder: str) -> HfCheckpoint:
     """Reads a Hugging Face BERT folder into original-named arrays, its config and its head.
 
-    A `BertForQuestionAnswering` or `BertForTokenClassification` file has no pooler: the pooler
-    is then zero (those heads never read it), and a warning says so.
+    A `BertForQuestionAnswering`, `BertForTokenClassification` or `BertForMaskedLM` file has no
+    pooler: the pooler is then zero (those heads never read it), and a warning says so.
 
     Raises:
         UnsupportedCheckpointError: not BERT, or parameters this project has no place for.

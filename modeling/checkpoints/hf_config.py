@@ -18,6 +18,7 @@ from modeling.config import RELEASE_EXTRA_KEYS, BertConfig
 ARCHITECTURES = {
     "encoder": ENCODER_ONLY,
     "pretraining": "BertForPreTraining",
+    "masked_lm": "BertForMaskedLM",
     "classifier": "BertForSequenceClassification",
     "squad": "BertForQuestionAnswering",
     "token_classifier": "BertForTokenClassification",

@@ -55,18 +55,21 @@ HF_ENCODER_TABLE = (
 
 # Heads, by the Hugging Face class that holds them. Token classification reuses the `classifier`
 # names of sequence classification: the config's `architectures` tells them apart.
+_MASKED_LM_ROWS = (
+    ("cls/predictions/transform/dense/kernel", "cls.predictions.transform.dense.weight", True),
+    ("cls/predictions/transform/dense/bias", "cls.predictions.transform.dense.bias", False),
+    ("cls/predictions/transform/LayerNorm/gamma", "cls.predictions.transform.LayerNorm.weight",
+     False),
+    ("cls/predictions/transform/LayerNorm/beta", "cls.predictions.transform.LayerNorm.bias",
+     False),
+    ("cls/predictions/output_bias", "cls.predictions.bias", False),
+)
 HF_HEAD_TABLES = {
-    "BertForPreTraining": (
-        ("cls/predictions/transform/dense/kernel", "cls.predictions.transform.dense.weight", True),
-        ("cls/predictions/transform/dense/bias", "cls.predictions.transform.dense.bias", False),
-        ("cls/predictions/transform/LayerNorm/gamma",
-         "cls.predictions.transform.LayerNorm.weight", False),
-        ("cls/predictions/transform/LayerNorm/beta",
-         "cls.predictions.transform.LayerNorm.bias", False),
-        ("cls/predictions/output_bias", "cls.predictions.bias", False),
+    "BertForPreTraining": _MASKED_LM_ROWS + (
         ("cls/seq_relationship/output_weights", "cls.seq_relationship.weight", False),
         ("cls/seq_relationship/output_bias", "cls.seq_relationship.bias", False),
     ),
+    "BertForMaskedLM": _MASKED_LM_ROWS,
     "BertForSequenceClassification": (
         ("output_weights", "classifier.weight", False),
         ("output_bias", "classifier.bias", False),
@@ -119,7 +122,8 @@ def _check_tables() -> None:
     """Every original name of the TF1 table has exactly one Hugging Face row, and vice versa."""
     known = {row[0] for row in ENCODER_TABLE + HEAD_TABLE}
     encoder = [row[0] for row in HF_ENCODER_TABLE]
-    heads = [row[0] for rows in HF_HEAD_TABLES.values() for row in rows]
+    # (BertForMaskedLM's rows are BertForPreTraining's first ones.)
+    heads = [row[0] for row in {row for rows in HF_HEAD_TABLES.values() for row in rows}]
     for name in encoder + heads:
         if name not in known:
             raise AssertionError(f"{name!r} is not a name of the original checkpoints")

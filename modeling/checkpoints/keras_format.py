@@ -81,7 +81,8 @@ def keras_model_spec(prefix: str, head: str | None = None,
     weights = shapes.get(_VARIABLE_KEY.format("head/output_weights"))
     if head is None:
         if _VARIABLE_KEY.format("masked_lm/output_bias") in shapes:
-            head = "pretraining"
+            head = ("pretraining" if _VARIABLE_KEY.format("next_sentence/output_bias") in shapes
+                    else "masked_lm")
         elif weights is None:
             head = ENCODER
         elif _VARIABLE_KEY.format("head/output_bias") not in shapes:

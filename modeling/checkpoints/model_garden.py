@@ -11,24 +11,26 @@
 Both map onto the original TF1 names (`modeling.checkpoints.names`) and go through the same strict
 assignment: every variable mapped exactly once, shapes checked, what is missing or left over
 named. Attention kernels are per head in Model Garden ([H, N, H/N]) and flat ([H, H]) in the
-original; the next-sentence head has its own pooler, which must equal the encoder's (the original
-has one pooler) and is written as a copy of it.
+original; the next-sentence head has its own pooler, which is written as a copy of the encoder's
+(the original has one pooler), and a next-sentence head read with a pooler of its own is left out
+(the encoder and its masked-LM head are read).
 """
 from __future__ import annotations
 
 import json
 import os
 
-import yaml
-
+from absl import logging
 import numpy as np
 import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
+import yaml
 
 from modeling.checkpoints.errors import CheckpointMismatchError, UnsupportedCheckpointError
 from modeling.checkpoints.model_garden_config import (KERAS_ACTIVATIONS, PARAMS_FILE,
                                                       bert_config_from_keras,
                                                       bert_config_from_params,
+                                                      check_masked_lm_activation,
                                                       params_from_bert_config, read_params)
 from modeling.checkpoints.names import tf1_name_map
 from modeling.checkpoints.tf1 import assign_tf1_values
@@ -128,7 +130,9 @@ def encoder_rows(num_layers: int) -> list[tuple[str, str, str, str]]:
 
 def object_paths(reader: tf.train.CheckpointReader) -> dict[str, str]:
     """{object path: checkpoint key} of every variable, over every path that reaches it (a
-    variable shared by two layers, such as the tied word embeddings, is saved once)."""
+    variable shared by two layers, such as the tied word embeddings, is saved once). A variable
+    the object graph lists but the checkpoint lacks (deleted from it) is left out, so that the
+    strict assignment names it as missing."""
     graph = trackable_object_graph_pb2.TrackableObjectGraph()
     graph.ParseFromString(reader.get_tensor(OBJECT_GRAPH_KEY))
     paths: dict[str, str] = {}
@@ -136,7 +140,7 @@ def object_paths(reader: tf.train.CheckpointReader) -> dict[str, str]:
     def visit(node_id: int, path: str, seen: frozenset) -> None:
         node = graph.nodes[node_id]
         for attribute in node.attributes:
-            if attribute.name == "VARIABLE_VALUE":
+            if attribute.name == "VARIABLE_VALUE" and reader.has_tensor(attribute.checkpoint_key):
                 paths[path] = attribute.checkpoint_key
         for child in node.children:
             if child.node_id not in seen and len(seen) < 8:
@@ -168,10 +172,13 @@ def read_model_garden_values(prefix: str, num_layers: int,
     """{original name: array} of a Model Garden checkpoint: the encoder, and the masked-LM and
     next-sentence heads where it has them. `reader` is the checkpoint already open, if it is.
 
+    A next-sentence head whose pooler is not a copy of the encoder's (Model Garden's own training
+    updates the two apart) is left out, with a warning: this project's BERT has one pooler.
+
     Raises:
         UnsupportedCheckpointError: variables with no place in this project's models (named), a
-            masked-LM table that is not the word embeddings, a next-sentence pooler that is not the
-            encoder's.
+            masked-LM table that is not the word embeddings, or a masked-LM activation other than
+            the encoder's.
     """
     reader = reader or tf.train.load_checkpoint(prefix)
     paths = object_paths(reader)
@@ -187,6 +194,9 @@ def read_model_garden_values(prefix: str, num_layers: int,
     values = {}
     rows = [(tf1, encoder_root + path, reshape) for tf1, path, _, reshape in encoder_rows(num_layers)]
     mlm_root = _root(paths, MASKED_LM_ROOTS, "dense/kernel")
+    params = read_params(os.path.dirname(prefix)) if mlm_root else None
+    if params is not None:
+        check_masked_lm_activation(params, prefix)
     if mlm_root:
         rows += [(tf1, mlm_root + path, reshape) for tf1, path, reshape in MASKED_LM_ROWS]
     if NEXT_SENTENCE_ROOT + "out_proj/kernel" in paths:
@@ -198,12 +208,17 @@ def read_model_garden_values(prefix: str, num_layers: int,
     if mlm_root and mlm_root + "embedding_table" in paths:
         _check_copy(take(mlm_root + "embedding_table"), values.get(rows[0][0]),
                     f"{prefix}: {mlm_root}embedding_table", "the word embeddings")
-    for head_root in (NEXT_SENTENCE_ROOT, "next_sentence.pooler_dense/"):
-        pooler = head_root + ("dense/" if head_root == NEXT_SENTENCE_ROOT else "")
-        for tf1, path, _ in POOLER_ROWS:
-            if pooler + path in paths:
-                _check_copy(take(pooler + path), values.get(tf1), f"{prefix}: {pooler}{path}",
-                            "the encoder's pooler")
+    own_pooler = [pooler + path for pooler in (NEXT_SENTENCE_ROOT + "dense/",
+                                               "next_sentence.pooler_dense/")
+                  for tf1, path, _ in POOLER_ROWS if pooler + path in paths
+                  and not np.array_equal(take(pooler + path), values.get(tf1))]
+    if own_pooler:
+        logging.warning(
+            "%s: the next-sentence head has its own pooler (%s), which this project's BERT does "
+            "not carry (it has one pooler, as the original): read without the next-sentence "
+            "head", prefix, ", ".join(own_pooler))
+        for tf1, _, _ in NEXT_SENTENCE_ROWS:
+            values.pop(tf1, None)
     left = sorted(path for path, key in paths.items() if key not in used
                   and not path.startswith(_NOT_WEIGHTS))
     if left:
@@ -351,11 +366,11 @@ def _check_activation(config: BertConfig | None, model, source: str) -> None:
 
 
 # Heads Model Garden's BERT models hold.
-WRITABLE_HEADS = ("encoder", "pretraining")
+WRITABLE_HEADS = ("encoder", "pretraining", "masked_lm")
 
 
 def check_model_garden_writable(spec) -> None:
-    """Raises UnsupportedCheckpointError for a head other than the encoder's or pretraining's."""
+    """Raises UnsupportedCheckpointError for a head other than those of `WRITABLE_HEADS`."""
     if spec.head not in WRITABLE_HEADS:
         raise UnsupportedCheckpointError(
             f"the {spec.head} head is not written in the Model Garden format; heads written: "
@@ -377,9 +392,15 @@ def _node(values: dict[str, tf.Variable]) -> tf.Module:
 
 
 def write_model_garden_checkpoint(model, prefix: str) -> str:
-    """Writes an encoder as `tf.train.Checkpoint(encoder=...)` writes Model Garden's
-    `BertEncoder`, a pretraining model as training writes a `BertPretrainerV2` (with its
-    next-sentence head's pooler a copy of the encoder's), and `params.yaml` beside it."""
+    """Writes a model as Model Garden writes it, and `params.yaml` beside it.
+
+    An encoder as `tf.train.Checkpoint(encoder=...)` writes Model Garden's `BertEncoder`; a
+    masked-LM model as Google's converter writes a pretrainer (`encoder=`, `masked_lm=`); a
+    pretraining model as training writes a `BertPretrainerV2` (`model=`, its next-sentence head's
+    pooler a copy of the encoder's), with the same variables also under the names of the
+    pretrainer's `checkpoint_items` (`encoder=`, `masked_lm=`, `next_sentence.pooler_dense=`),
+    which a Model Garden task's `initialize` restores.
+    """
     config = model.config
     names = {name: variable.numpy() for name, variable in tf1_name_map(model).items()}
 
@@ -390,25 +411,28 @@ def write_model_garden_checkpoint(model, prefix: str) -> str:
 
     encoder = variables([(tf1, path, reshape) for tf1, path, _, reshape in
                          encoder_rows(config.num_hidden_layers)])
-    with_heads = "cls/predictions/output_bias" in names
-    if with_heads:
+    with_masked_lm = "cls/predictions/output_bias" in names
+    with_next_sentence = "cls/seq_relationship/output_bias" in names
+    items = {"encoder": _node(encoder)}
+    if with_masked_lm:
         masked_lm = variables(MASKED_LM_ROWS)
         masked_lm["embedding_table"] = encoder["layer_with_weights-0/embeddings"]
+        items["masked_lm"] = _node(masked_lm)
+    if with_next_sentence:
         pooler = f"layer_with_weights-{4 + config.num_hidden_layers}/"
         # A copy, not the same variable: Model Garden restores a saved variable into one object.
-        head = {**variables(NEXT_SENTENCE_ROWS),
-                "dense/kernel": tf.Variable(encoder[pooler + "kernel"].numpy()),
-                "dense/bias": tf.Variable(encoder[pooler + "bias"].numpy())}
+        head = _node({**variables(NEXT_SENTENCE_ROWS),
+                      "dense/kernel": tf.Variable(encoder[pooler + "kernel"].numpy()),
+                      "dense/bias": tf.Variable(encoder[pooler + "bias"].numpy())})
         pretrainer = _node({})
-        pretrainer.encoder_network = _node(encoder)
-        pretrainer.masked_lm = _node(masked_lm)
-        pretrainer.classification_heads = [_node(head)]
-        checkpoint = tf.train.Checkpoint(model=pretrainer)
-    else:
-        checkpoint = tf.train.Checkpoint(encoder=_node(encoder))
+        pretrainer.encoder_network = items["encoder"]
+        pretrainer.masked_lm = items["masked_lm"]
+        pretrainer.classification_heads = [head]
+        items.update({"model": pretrainer, "next_sentence.pooler_dense": head.dense})
+    checkpoint = tf.train.Checkpoint(**items)
     checkpoint.save_counter  # Created, as `Checkpoint.save` does.
     written = checkpoint.write(prefix)
     with open(os.path.join(os.path.dirname(prefix), PARAMS_FILE), "w", encoding="utf-8") as f:
-        yaml.safe_dump({"task": {"model": params_from_bert_config(config, with_heads)}}, f,
-                       sort_keys=True)
+        yaml.safe_dump({"task": {"model": params_from_bert_config(
+            config, with_masked_lm, with_next_sentence)}}, f, sort_keys=True)
     return written

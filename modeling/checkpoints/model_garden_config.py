@@ -88,7 +88,7 @@ def bert_config_from_params(model_params: dict[str, Any], source: str) -> BertCo
 
     Raises:
         UnsupportedCheckpointError: another encoder type, or a setting this project does not
-            compute (also an `mlm_activation` other than the encoder's).
+            compute.
     """
     encoder = model_params["encoder"]
     if encoder.get("type") != "bert":
@@ -98,25 +98,36 @@ def bert_config_from_params(model_params: dict[str, Any], source: str) -> BertCo
     config = {ours: values[theirs] for theirs, ours in _PARAMS_KEYS.items() if theirs in values}
     config["hidden_act"] = _activation(values.get("hidden_activation", "gelu"),
                                        ACTIVATIONS_FROM_MODEL_GARDEN, source)
-    mlm_activation = model_params.get("mlm_activation", values.get("hidden_activation", "gelu"))
-    if mlm_activation != values.get("hidden_activation", "gelu"):
-        raise UnsupportedCheckpointError(
-            f"{source}: mlm_activation={mlm_activation!r} differs from hidden_activation; this "
-            "project's masked-LM transform uses hidden_act")
     bert_config = BertConfig.from_dict(config, source=source)
     _refuse_unrepresentable(values, bert_config.hidden_size, source)
     return bert_config
 
 
-def params_from_bert_config(config: BertConfig, with_heads: bool) -> dict[str, Any]:
-    """The `task.model` section that Model Garden builds this config's encoder (and heads) from."""
+def check_masked_lm_activation(model_params: dict[str, Any], source: str) -> None:
+    """Refuses a masked-LM head whose activation (`mlm_activation`) is not the encoder's: this
+    project's masked-LM transform uses hidden_act. (An encoder alone is read whatever its
+    `mlm_activation` says.)"""
+    hidden = model_params["encoder"].get("bert", {}).get("hidden_activation", "gelu")
+    mlm_activation = model_params.get("mlm_activation", hidden)
+    if mlm_activation != hidden:
+        raise UnsupportedCheckpointError(
+            f"{source}: mlm_activation={mlm_activation!r} differs from hidden_activation="
+            f"{hidden!r}; this project's masked-LM transform uses hidden_act")
+
+
+def params_from_bert_config(config: BertConfig, masked_lm: bool = False,
+                            next_sentence: bool = False) -> dict[str, Any]:
+    """The `task.model` section that Model Garden builds this config's encoder (and the masked-LM
+    and next-sentence heads) from."""
     bert = {theirs: getattr(config, ours) for theirs, ours in _PARAMS_KEYS.items()}
     bert.update(hidden_activation=_activation(config.hidden_act.lower(),
                                               ACTIVATIONS_TO_MODEL_GARDEN, "bert_config.json"),
                 embedding_size=None, output_range=None, norm_first=False)
     model = {"encoder": {"type": "bert", "bert": bert}}
-    if with_heads:
-        model.update(mlm_activation=bert["hidden_activation"], cls_heads=[{
+    if masked_lm:
+        model.update(mlm_activation=bert["hidden_activation"])
+    if next_sentence:
+        model.update(cls_heads=[{
             "activation": "tanh", "cls_token_idx": 0, "dropout_rate": config.hidden_dropout_prob,
             "inner_dim": config.hidden_size, "name": "next_sentence", "num_classes": 2}])
     return model
