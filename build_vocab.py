@@ -15,6 +15,7 @@ from absl import app, flags, logging
 
 from data import tokenization, wordpiece_vocab
 from data.pretraining import corpus as pretraining_corpus
+from utils import stop_signals
 
 FLAGS = flags.FLAGS
 
@@ -70,4 +71,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    app.run(main)
+    stop_signals.run(main)

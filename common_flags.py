@@ -4,6 +4,9 @@ Script-layer code: the scripts and this module are the only readers of absl FLAG
 """
 from __future__ import annotations
 
+import functools
+from typing import Sequence
+
 from absl import flags, logging
 import keras
 import tensorflow as tf
@@ -13,7 +16,7 @@ from training.batching import Batching
 from training.distribution import get_strategy
 from training.optimizer import create_optimizer
 from training.precision import needs_loss_scaling, set_dtype_policy
-from training.fine_tuning import FineTuningRun, warmup_steps
+from training.fine_tuning import FineTuningRun, save_fine_tuned, warmup_steps
 from training.trainer import TrainingConfig
 
 FLAGS = flags.FLAGS
@@ -229,3 +232,9 @@ def is_chief(strategy: tf.distribute.Strategy) -> bool:
     return resolver.task_type in ("chief", None) or (
         resolver.task_type == "worker" and resolver.task_id == 0
         and "chief" not in resolver.cluster_spec().as_dict())
+
+
+def fine_tuned_saver(labels: Sequence[str] | None = None):
+    """`training.fine_tuning.save_fine_tuned` recording --do_lower_case (and `labels`) in
+    `model_spec.json`: the `save` of every fine-tuning task."""
+    return functools.partial(save_fine_tuned, labels=labels, do_lower_case=FLAGS.do_lower_case)

@@ -7,10 +7,11 @@ The input format (`tf1`, `keras`, `hf`, `model_garden` or `tf_hub`) is detected 
 `--input_format` overrides it. The head (pretraining, classifier, SQuAD span, ...) travels with the encoder; weights come out
 bit-identical. The output folder must be absent or empty and is written all or nothing.
 """
-from absl import app, flags
+from absl import flags
 
 from checkpoint_flags import define_input_flags, read_input_model
 from modeling import checkpoints
+from utils import stop_signals
 from utils.output_files import check_output_folder
 
 FLAGS = flags.FLAGS
@@ -37,4 +38,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    stop_signals.run(main)

@@ -24,6 +24,7 @@ from data import tokenization
 from data.pretraining import (chunks as pretraining_chunks, corpus as pretraining_corpus, masked_lm,
                               writer)
 from data.pretraining.instances import PretrainingConfig
+from utils import stop_signals
 
 FLAGS = flags.FLAGS
 
@@ -144,4 +145,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    app.run(main)
+    stop_signals.run(main)

@@ -10,9 +10,10 @@ import subprocess
 import sys
 import time
 
-from absl import app, flags
+from absl import flags
 
 from synthetic import corpus as synthetic_corpus, squad as synthetic_squad, swag_ner
+from utils import stop_signals
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("output_dir", "demo_output", "Where every stage writes.")
@@ -152,4 +153,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    stop_signals.run(main)

@@ -18,6 +18,7 @@ from typing import Any, Callable, Sequence
 
 from data.squad import metrics as squad_metrics
 from data.squad.examples import load_squad_json, read_json
+from utils import stop_signals
 
 
 def _parse_args(argv: Sequence[str] | None) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
@@ -82,4 +83,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    stop_signals.raise_on_stop_signals()
     sys.exit(main())

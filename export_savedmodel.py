@@ -15,7 +15,7 @@ empty and is written all or nothing.
 """
 import os
 
-from absl import app, flags
+from absl import flags
 import tensorflow as tf
 
 from checkpoint_flags import define_input_flags, read_input_model
@@ -24,6 +24,7 @@ from data.text_tokenizer import TextTokenizer
 from modeling.text_heads import POOLINGS
 from serving.servers import EncoderServer, Preprocessor, TextModelServer
 from serving.text_tasks import read_sentence_transformers_folder
+from utils import stop_signals
 from utils.output_files import atomic_output_folder, check_output_folder
 
 FLAGS = flags.FLAGS
@@ -76,4 +77,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    stop_signals.run(main)

@@ -4,7 +4,7 @@
       --vocab_file=$BERT_DIR/vocab.txt --bert_config_file=$BERT_DIR/bert_config.json \
       --init_checkpoint=$BERT_DIR/bert_model.ckpt --layers=-1,-2,-3,-4 --max_seq_length=128
 """
-from absl import app, flags, logging
+from absl import flags, logging
 
 import common_flags
 from data.feature_extraction import (convert_example, features_to_arrays, format_output_line,
@@ -14,6 +14,7 @@ from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from training import prediction
 from training.batching import ArrayExamples
+from utils import stop_signals
 from utils.output_files import AtomicFile
 from utils.progress import Progress
 
@@ -62,4 +63,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    stop_signals.run(main)

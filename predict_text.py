@@ -1,5 +1,5 @@
-"""Puts a model to work on new text, one text a line: fill-mask, a vector per sentence, or a
-fine-tuned classifier's answer.
+"""Puts a model to work on new text, one text a line: fill-mask, a vector per sentence, or the
+answer of a model fine-tuned by run_classifier.py, run_squad.py, run_swag.py or run_ner.py.
 
     python predict_text.py --task=fill_mask --model=$BERT_DIR/bert_model.ckpt \
       --input_file=sentences.txt --output_file=filled.jsonl --top_k=5
@@ -23,20 +23,32 @@ empty lines included, in the input's order.
   checkpoint): {"line": n, "text": ..., "label": ..., "probabilities": {label: p, ...}}, the
   label names the model was saved with; a regression model (STS-B): {"line", "text",
   "prediction"}.
+- squad: `question ||| context` a line, a model run_squad.py fine-tuned: {"line", "text",
+  "answer", "probability", "start_logit", "end_logit"} (run_squad.py's window and answer flags).
+- swag: `context ||| ending ||| ending ||| ending ||| ending`, a model run_swag.py fine-tuned:
+  {"line", "text", "prediction": the ending's index, "probabilities": [4]}.
+- ner: a sentence a line, its words split at whitespace, a model run_ner.py fine-tuned:
+  {"line", "text", "words": [...], "tags": [...]}.
+An empty line's answer is null (squad, swag); a line without its parts is named before the model
+is read.
 """
+import dataclasses
+import io
 import json
 import os
 
-from absl import app, flags, logging
+from absl import flags, logging
 import numpy as np
 
 import common_flags
-from serving.text_tasks import POOLINGS, FillMask, SentenceEmbedder, TextClassifier
+from serving.text_tasks import (POOLINGS, EntityTagger, FillMask, MultipleChoice,
+                                QuestionAnswerer, SentenceEmbedder, TextClassifier)
+from utils import stop_signals
 from utils.output_files import AtomicFile
 from utils.progress import Progress
 
 FLAGS = flags.FLAGS
-flags.DEFINE_enum("task", None, ["fill_mask", "embed", "classify"],
+flags.DEFINE_enum("task", None, ["fill_mask", "embed", "classify", "squad", "swag", "ner"],
                   "What to compute for each line.")
 flags.DEFINE_string("model", None, "The model: a checkpoint prefix or folder of any format.")
 flags.DEFINE_string("input_file", None, "Text file, one text a line; `-` reads stdin.")
@@ -55,6 +67,15 @@ flags.DEFINE_enum("pooling", None, list(POOLINGS), "embed: the last layer at [CL
                   "folder's, else cls.")
 flags.DEFINE_bool("normalize", None, "embed: L2-normalise each vector. Default: a "
                   "sentence-transformers folder's, else false.")
+flags.DEFINE_integer("doc_stride", 128, "squad: stride between the context's windows.")
+flags.DEFINE_integer("max_query_length", 64, "squad: longest question, in pieces.")
+flags.DEFINE_integer("n_best_size", 20, "squad: candidate spans considered.")
+flags.DEFINE_integer("max_answer_length", 30, "squad: longest answer, in pieces.")
+flags.DEFINE_bool("version_2_with_negative", False, "squad: SQuAD v2.0's rule: no answer when "
+                  "the null score beats the best span's by null_score_diff_threshold.")
+flags.DEFINE_float("null_score_diff_threshold", 0.0, "squad: see version_2_with_negative.")
+_SQUAD_SETTINGS = ("doc_stride", "max_query_length", "n_best_size", "max_answer_length",
+                   "version_2_with_negative", "null_score_diff_threshold")
 common_flags.define_batching_flags(group_by_length=False)
 flags.mark_flags_as_required(["task", "model", "input_file", "output_file"])
 
@@ -113,11 +134,13 @@ def _embed(texts: list[str], progress: Progress) -> None:
     if FLAGS.output_file.endswith(".npy"):
         vectors = [embedder(chunk) for _, chunk in _chunks(texts, progress)]
         lines_file = FLAGS.output_file[:-len(".npy")] + ".txt"
-        with AtomicFile(FLAGS.output_file, binary=True) as out:
-            np.save(out.file, np.concatenate(vectors) if vectors else
+        # Both files are complete before either takes its final name.
+        with AtomicFile(FLAGS.output_file, binary=True) as out, AtomicFile(lines_file) as lines:
+            array = io.BytesIO()
+            np.save(array, np.concatenate(vectors) if vectors else
                     np.zeros((0, embedder.model.encoder.config.hidden_size), np.float32))
-        with AtomicFile(lines_file) as out:
-            out.write("".join(text + "\n" for text in texts))
+            out.write(array.getvalue())
+            lines.write("".join(text + "\n" for text in texts))
         return
     with AtomicFile(FLAGS.output_file) as out:
         for start, chunk in _chunks(texts, progress):
@@ -126,18 +149,62 @@ def _embed(texts: list[str], progress: Progress) -> None:
                                       "embedding": [float(x) for x in vector]}) + "\n")
 
 
-def _classify(texts: list[str], progress: Progress) -> None:
-    classifier = TextClassifier.from_checkpoint(
+def _classify(answer) -> dict:
+    if answer.label is None:
+        return {"prediction": answer.prediction}
+    return {"label": answer.label, "probabilities": answer.probabilities}
+
+
+def _answer(answer) -> dict:
+    if answer is None:
+        return {"answer": None}
+    return {"answer": answer.text, "probability": answer.probability,
+            "start_logit": answer.start_logit, "end_logit": answer.end_logit}
+
+
+def _choose(choice) -> dict:
+    return {"prediction": None} if choice is None else dataclasses.asdict(choice)
+
+
+def _tag(words) -> dict:
+    return {"words": [w.word for w in words], "tags": [w.tag for w in words]}
+
+
+# --task -> (the model's class, its default max_seq_length, its record of one answer).
+_FINE_TUNED = {"classify": (TextClassifier, 128, _classify),
+               "squad": (QuestionAnswerer, 384, _answer),
+               "swag": (MultipleChoice, 128, _choose),
+               "ner": (EntityTagger, 128, _tag)}
+
+
+def _fine_tuned(texts: list[str], progress: Progress) -> None:
+    """A fine-tuned model's answers, one JSON object a line: {"line", "text", ...the answer}."""
+    model_class, max_seq_length, record = _FINE_TUNED[FLAGS.task]
+    settings = {}
+    if FLAGS.task == "squad":
+        settings = {name: getattr(FLAGS, name) for name in _SQUAD_SETTINGS}
+    model = model_class.from_checkpoint(
         FLAGS.model, vocab_file=FLAGS.vocab_file, bert_config_file=FLAGS.bert_config_file,
-        do_lower_case=FLAGS.do_lower_case, max_seq_length=FLAGS.max_seq_length or 128,
-        **_batch_settings())
+        do_lower_case=FLAGS.do_lower_case, max_seq_length=FLAGS.max_seq_length or max_seq_length,
+        **settings, **_batch_settings())
     with AtomicFile(FLAGS.output_file) as out:
         for start, chunk in _chunks(texts, progress):
-            for number, (text, answer) in enumerate(zip(chunk, classifier(chunk)), start=start):
-                record = {"line": number, "text": text}
-                record.update({"prediction": answer.prediction} if answer.label is None else
-                              {"label": answer.label, "probabilities": answer.probabilities})
-                out.write(json.dumps(record) + "\n")
+            for number, (text, answer) in enumerate(zip(chunk, model(chunk)), start=start):
+                out.write(json.dumps({"line": number, "text": text, **record(answer)}) + "\n")
+
+
+def _check_layout(texts: list[str]) -> None:
+    """Every line of --task=squad or swag has its parts, checked before the model is read."""
+    parse = getattr(_FINE_TUNED.get(FLAGS.task, (None,))[0], "parse", None)
+    if parse is None:
+        return
+    for number, text in enumerate(texts, start=1):
+        if text.strip():
+            try:
+                parse(text)
+            except ValueError as error:
+                name = "stdin" if FLAGS.input_file == "-" else FLAGS.input_file
+                raise ValueError(f"{name}, line {number}: {error}") from None
 
 
 def _batch_settings() -> dict:
@@ -153,14 +220,14 @@ def main(_):
     if not os.path.isdir(folder):
         raise FileNotFoundError(f"--output_file={FLAGS.output_file}: folder {folder} not found")
     texts = read_lines(FLAGS.input_file)
+    _check_layout(texts)
     empty = sum(not text.strip() for text in texts)
     if empty:
         logging.info("%d of %d lines are empty", empty, len(texts))
     progress = Progress("lines", len(texts))
-    {"fill_mask": _fill_mask, "embed": _embed, "classify": _classify}[FLAGS.task](
-        texts, progress)
+    {"fill_mask": _fill_mask, "embed": _embed}.get(FLAGS.task, _fine_tuned)(texts, progress)
     logging.info("%s; wrote %s", progress.done(), FLAGS.output_file)
 
 
 if __name__ == "__main__":
-    app.run(main)
+    stop_signals.run(main)

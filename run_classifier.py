@@ -18,12 +18,11 @@ Rerunning an interrupted training command resumes from the newest checkpoint in 
 """
 from __future__ import annotations
 
-import functools
 import math
 import os
 from typing import NamedTuple
 
-from absl import app, flags, logging
+from absl import flags, logging
 import numpy as np
 import tensorflow as tf
 
@@ -39,7 +38,8 @@ from training import fine_tuning
 from training.batching import ArrayExamples
 from training.checkpointing import resumes
 from training.evaluation import write_eval_summaries
-from utils.output_files import write_eval_results
+from utils import stop_signals
+from utils.output_files import write_eval_results, written_together
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("data_dir", None, "The task's folder of .tsv files (GLUE/XNLI layout).")
@@ -122,12 +122,12 @@ def _task(task: glue_tasks.GlueTask, config: BertConfig) -> fine_tuning.FineTuni
     return fine_tuning.FineTuningTask(
         lambda: BertClassifier(config, task.num_labels), loss_fn,
         head=f"a classifier of {task.num_labels} labels: output_weights [{task.num_labels}, "
-             f"{config.hidden_size}]", save=functools.partial(_save, task=task))
+             f"{config.hidden_size}]", save=_saver(task))
 
 
-def _save(trained: fine_tuning.Trained, output_dir: str, task: glue_tasks.GlueTask) -> str:
-    """The fine-tuned model, with the task's label names (none for regression)."""
-    return fine_tuning.save_fine_tuned(trained, output_dir, task.labels or None)
+def _saver(task: glue_tasks.GlueTask):
+    """Saves the fine-tuned model with the task's label names (none for regression)."""
+    return common_flags.fine_tuned_saver(task.labels or None)
 
 
 def _epoch_ends(num_examples: int) -> list[int]:
@@ -174,7 +174,7 @@ def _evaluate_epoch(trained: fine_tuning.Trained, task: glue_tasks.GlueTask, dev
         logging.info("epoch %d: best %s so far (%s); writing %s/", epoch,
                      _MAIN_METRIC[task.metric], value, _BEST_DIR)
         best_dir = os.path.join(FLAGS.output_dir, _BEST_DIR)
-        _save(trained, best_dir, task)
+        _saver(task)(trained, best_dir)
         write_eval_results(os.path.join(best_dir, "eval_results.txt"), results)
         return value
     return best
@@ -214,8 +214,10 @@ def _predict(model, task: glue_tasks.GlueTask, split: _Split) -> None:
                                  common_flags.batching_from_flags())["logits"]
     outputs = logits[:, 0] if task.is_regression else tf.nn.softmax(logits, axis=-1).numpy()
     path = os.path.join(FLAGS.output_dir, f"test_results{split.spec.results_suffix}.tsv")
-    write_test_results(path, outputs)
-    submission = write_submission(FLAGS.output_dir, task, split.spec, split.examples, outputs)
+    with written_together():
+        write_test_results(path, outputs)
+        submission = write_submission(FLAGS.output_dir, task, split.spec, split.examples,
+                                      outputs)
     logging.info("***** Predictions for %d examples: %s and %s *****", len(split.examples),
                  path, submission)
 
@@ -244,4 +246,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    stop_signals.run(main)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 
-from absl import app, flags, logging
+from absl import flags, logging
 import numpy as np
 import tensorflow as tf
 
@@ -39,7 +39,8 @@ from modeling.encoder import BertEncoder
 from modeling.task_models import ENCODER_INPUTS, BertTokenClassifier
 from training import fine_tuning, prediction
 from training.batching import ArrayExamples, HostExamples
-from utils.output_files import write_eval_results, write_text_atomically
+from utils import stop_signals
+from utils.output_files import write_eval_results, write_text_atomically, written_together
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("data_dir", None, "Folder of the CoNLL files: train.txt, valid.txt, test.txt.")
@@ -69,7 +70,6 @@ _FILES = {"train": ("train.txt", "eng.train"),
           "dev": ("valid.txt", "dev.txt", "testa.txt", "eng.testa"),
           "test": ("test.txt", "testb.txt", "eng.testb")}
 _RESULTS = {"dev": "eval_results.txt", "test": "test_results.txt"}
-_LABEL_FILE = "label_list.txt"
 
 
 def _check_flags(config: BertConfig) -> list[int]:
@@ -121,7 +121,7 @@ def _label_list(splits: dict[str, tuple[str, conll.ConllData]]) -> list[str]:
     """Labels from the training file, or as the training run saved them beside the model."""
     if FLAGS.do_train:
         return conll.label_list(conll.entity_types(splits["train"][1]))
-    path = os.path.join(_model_folder(), _LABEL_FILE)
+    path = os.path.join(_model_folder(), conll.LABEL_FILE)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path} does not exist: without --do_train the labels come from "
                                 "the file the training run wrote beside the model")
@@ -151,10 +151,11 @@ def _learning_rate() -> float:
     return FLAGS.learning_rate or (1e-3 if FLAGS.feature_based else 5e-5)
 
 
-def _fine_tuned_task(config: BertConfig, num_labels: int) -> fine_tuning.FineTuningTask:
+def _fine_tuned_task(config: BertConfig, labels: list[str]) -> fine_tuning.FineTuningTask:
     return fine_tuning.FineTuningTask(
-        lambda: BertTokenClassifier(config, num_labels), _loss_fn,
-        head=f"a tagger of {num_labels} labels: cls/token_classifier/output_weights")
+        lambda: BertTokenClassifier(config, len(labels)), _loss_fn,
+        head=f"a tagger of {len(labels)} labels: cls/token_classifier/output_weights",
+        save=common_flags.fine_tuned_saver(labels))
 
 
 def _encoder(config: BertConfig) -> BertEncoder:
@@ -230,16 +231,16 @@ def _train(run: fine_tuning.FineTuningRun, config: BertConfig, splits, features,
                                  run.train_steps(words.num_sentences))
     train = ArrayExamples(features["train"].to_arrays(),
                           batching=common_flags.batching_from_flags())
-    return fine_tuning.train(run, _fine_tuned_task(config, len(labels)), train,
+    return fine_tuning.train(run, _fine_tuned_task(config, labels), train,
                              run.train_steps(train.num_examples))
 
 
-def _restore(run: fine_tuning.FineTuningRun, config: BertConfig, num_labels: int,
+def _restore(run: fine_tuning.FineTuningRun, config: BertConfig, labels: list[str],
              layers: list[int]) -> fine_tuning.Trained:
     """The trained tagger, when not training: strictly, head included."""
     if FLAGS.feature_based:
-        return fine_tuning.restore(run, _feature_based_task(config, num_labels, layers))
-    return fine_tuning.restore(run, _fine_tuned_task(config, num_labels))
+        return fine_tuning.restore(run, _feature_based_task(config, len(labels), layers))
+    return fine_tuning.restore(run, _fine_tuned_task(config, labels))
 
 
 def _tag_fine_tuned(model: BertTokenClassifier, features: ner_features.NerFeatures,
@@ -293,11 +294,13 @@ def _evaluate(model, config, split: str, path: str, data: conll.ConllData,
         tags, loss = _tag_fine_tuned(model, features, labels, batch_size)
     sentences = data.sentences
     evaluation = metrics.evaluate_ner([s.tags for s in sentences], tags)
-    ner_features.write_conll_predictions(
-        os.path.join(FLAGS.output_dir, f"predictions_{split}.txt"), sentences, tags)
-    metrics.write_report(os.path.join(FLAGS.output_dir, f"conlleval_{split}.txt"), evaluation)
-    write_eval_results(os.path.join(FLAGS.output_dir, _RESULTS[split]),
-                       _results(evaluation, loss, global_step))
+    with written_together():
+        ner_features.write_conll_predictions(
+            os.path.join(FLAGS.output_dir, f"predictions_{split}.txt"), sentences, tags)
+        metrics.write_report(os.path.join(FLAGS.output_dir, f"conlleval_{split}.txt"),
+                             evaluation)
+        write_eval_results(os.path.join(FLAGS.output_dir, _RESULTS[split]),
+                           _results(evaluation, loss, global_step))
     print(f"***** {split} ({path}) *****\n{metrics.format_report(evaluation)}", flush=True)
 
 
@@ -314,11 +317,11 @@ def main(_):
     run = common_flags.fine_tuning_run(strategy, _learning_rate(),
                                        init_checkpoint="" if FLAGS.feature_based else None)
     if FLAGS.do_train:
-        write_text_atomically(os.path.join(FLAGS.output_dir, _LABEL_FILE),
+        write_text_atomically(os.path.join(FLAGS.output_dir, conll.LABEL_FILE),
                               "\n".join(labels) + "\n")
         trained = _train(run, config, splits, features, labels, layers)
     else:
-        trained = _restore(run, config, len(labels), layers)
+        trained = _restore(run, config, labels, layers)
     if not run.is_chief:
         return
     for split in ("dev", "test"):
@@ -328,4 +331,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    stop_signals.run(main)

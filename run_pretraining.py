@@ -19,7 +19,7 @@ losses, as the original's Estimator reports it.
 """
 import os
 
-from absl import app, flags, logging
+from absl import flags, logging
 import tensorflow as tf
 
 import common_flags
@@ -31,6 +31,7 @@ from modeling.pretrainer import BertPretrainer, pretraining_losses, pretraining_
 from training import fine_tuning
 from training.evaluation import evaluate
 from training.optimizer import optimizer_moments
+from utils import stop_signals
 from utils.output_files import write_eval_results
 
 FLAGS = flags.FLAGS
@@ -196,4 +197,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    stop_signals.run(main)

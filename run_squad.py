@@ -18,7 +18,7 @@ import os
 import random
 import time
 
-from absl import app, flags, logging
+from absl import flags, logging
 import numpy as np
 import tensorflow as tf
 
@@ -34,6 +34,8 @@ from modeling.config import BertConfig
 from modeling.task_models import BertSpanLabeler
 from training import fine_tuning
 from training.batching import ArrayExamples
+from utils import stop_signals
+from utils.output_files import written_together
 from utils.progress import Progress
 
 FLAGS = flags.FLAGS
@@ -115,6 +117,7 @@ def _loss_fn(outputs: dict, batch: dict, normaliser) -> dict:
 
 def _task(config: BertConfig) -> fine_tuning.FineTuningTask:
     return fine_tuning.FineTuningTask(lambda: BertSpanLabeler(config), _loss_fn,
+                                      save=common_flags.fine_tuned_saver(),
                                       head="SQuAD: cls/squad/output_weights")
 
 
@@ -143,13 +146,8 @@ def _predict(model: BertSpanLabeler, examples: list[SquadExample],
 
     model_start = time.monotonic()
     batching = common_flags.batching_from_flags()
-    logits = fine_tuning.predict(model, arrays, FLAGS.predict_batch_size, batching,
-                                 output_fn=count)
-    if not batching.pad_to_max_length:
-        # Batches cut to their length leave padding out: no padding position may take one of
-        # the n best start or end slots, whatever batch its feature ran in.
-        for values in logits.values():
-            values[arrays["input_mask"] == 0] = -np.inf
+    logits = fine_tuning.predict_spans(model, arrays, FLAGS.predict_batch_size, batching,
+                                       output_fn=count)
     progress.done()
     answers_start = time.monotonic()
     results = [RawResult(int(unique_id), start_logits, end_logits)
@@ -180,19 +178,22 @@ def _evaluation_version(dataset_json: dict) -> str | None:
 
 
 def _write_outputs(predictions: SquadPredictions, dataset_json: dict) -> None:
-    """predictions.json, nbest_predictions.json, null_odds.json (v2.0), eval_results.json."""
+    """predictions.json, nbest_predictions.json, null_odds.json (v2.0), eval_results.json, which
+    take their final names together."""
     folder = FLAGS.output_dir
-    write_predictions(
-        predictions, os.path.join(folder, "predictions.json"),
-        os.path.join(folder, "nbest_predictions.json"),
-        os.path.join(folder, "null_odds.json") if FLAGS.version_2_with_negative else None)
     version = _evaluation_version(dataset_json)
-    if version is None:
-        logging.info("%s has no gold answers: no evaluation", FLAGS.predict_file)
-        return
-    null_odds = predictions.null_odds if FLAGS.version_2_with_negative else None
-    results = squad_metrics.evaluate(dataset_json, predictions.predictions, version, null_odds)
-    squad_metrics.write_eval_results(os.path.join(folder, "eval_results.json"), results)
+    with written_together():
+        write_predictions(
+            predictions, os.path.join(folder, "predictions.json"),
+            os.path.join(folder, "nbest_predictions.json"),
+            os.path.join(folder, "null_odds.json") if FLAGS.version_2_with_negative else None)
+        if version is None:
+            logging.info("%s has no gold answers: no evaluation", FLAGS.predict_file)
+            return
+        null_odds = predictions.null_odds if FLAGS.version_2_with_negative else None
+        results = squad_metrics.evaluate(dataset_json, predictions.predictions, version,
+                                         null_odds)
+        squad_metrics.write_eval_results(os.path.join(folder, "eval_results.json"), results)
     print(squad_metrics.format_eval_results(results), flush=True)
 
 
@@ -231,4 +232,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    stop_signals.run(main)

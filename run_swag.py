@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 
-from absl import app, flags, logging
+from absl import flags, logging
 import numpy as np
 import tensorflow as tf
 
@@ -31,7 +31,8 @@ from modeling.config import BertConfig
 from modeling.task_models import BertMultipleChoice
 from training import fine_tuning
 from training.batching import ArrayExamples
-from utils.output_files import write_eval_results
+from utils import stop_signals
+from utils.output_files import write_eval_results, written_together
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("data_dir", None, "Folder of the SWAG CSVs: train.csv, val.csv, test.csv.")
@@ -69,6 +70,7 @@ def _loss_fn(outputs, batch, normaliser):
 
 def _task(config: BertConfig) -> fine_tuning.FineTuningTask:
     return fine_tuning.FineTuningTask(lambda: BertMultipleChoice(config), _loss_fn,
+                                      save=common_flags.fine_tuned_saver(),
                                       head="SWAG: cls/multiple_choice/output_weights")
 
 
@@ -92,9 +94,10 @@ def _evaluate(model, examples: list[swag.SwagExample], tokenizer, global_step: i
                **loss_metrics(per_example_loss, np.ones(len(examples)), FLAGS.eval_batch_size),
                "global_step": global_step}
     path = os.path.join(FLAGS.output_dir, "eval_results.txt")
-    write_eval_results(path, results)
-    swag.write_predictions(os.path.join(FLAGS.output_dir, "eval_predictions.csv"), examples,
-                           probabilities)
+    with written_together():
+        write_eval_results(path, results)
+        swag.write_predictions(os.path.join(FLAGS.output_dir, "eval_predictions.csv"), examples,
+                               probabilities)
     logging.info("***** Eval results (%d questions) written to %s *****", len(examples), path)
     for key in sorted(results):
         logging.info("  %s = %s", key, results[key])
@@ -131,4 +134,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    stop_signals.run(main)

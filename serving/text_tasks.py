@@ -1,6 +1,7 @@
-"""A model on new text, from Python: fill-mask, sentence vectors and a fine-tuned classifier's
-answers, for any model the project reads (Google's TF1 checkpoints, this project's outputs,
-Hugging Face and sentence-transformers folders, Model Garden and TF-Hub exports).
+"""A model on new text, from Python: fill-mask, sentence vectors and the answers of fine-tuned
+models (classifier, SQuAD, SWAG, NER), for any model the project reads (Google's TF1
+checkpoints, this project's outputs, Hugging Face and sentence-transformers folders, Model
+Garden and TF-Hub exports).
 
     from serving.text_tasks import FillMask, SentenceEmbedder, TextClassifier
 
@@ -10,6 +11,9 @@ Hugging Face and sentence-transformers folders, Model Garden and TF-Hub exports)
     vectors = embedder(["A man plays a guitar.", "first ||| second"])  # float32 [2, 384]
     classifier = TextClassifier.from_checkpoint("mrpc_output")          # run_classifier.py's
     classifier(["He said so. ||| So he said."])  # [Classified(label="1", probabilities={...})]
+    QuestionAnswerer.from_checkpoint("squad_output")(["Who? ||| Ann wrote it."])  # [Answer]
+    MultipleChoice.from_checkpoint("swag_output")(["ctx ||| e0 ||| e1 ||| e2 ||| e3"])
+    EntityTagger.from_checkpoint("ner_output")(["EU rejects German call"])  # [[TaggedWord]]
 
 A text is one example; `text_a ||| text_b` is a pair, as `extract_features.py` reads its lines.
 Texts longer than `max_seq_length` are truncated as the original's `convert_single_example`
@@ -31,9 +35,14 @@ import tensorflow as tf
 from data import tokenization
 from data.feature_extraction import ExtractionFeatures, convert_example, features_to_arrays, \
     text_example
+from data.ner import conll as ner_conll, features as ner_features
+from data.squad import features as squad_features
+from data.squad.examples import SquadExample, split_context
+from data.squad.predictions import RawResult, compute_predictions
+from data.swag import examples as swag
 from modeling import checkpoints
 from modeling.text_heads import POOLINGS, MaskedTokenPredictor, SentenceEncoder
-from training import prediction
+from training import fine_tuning, prediction
 from training.batching import ArrayExamples, Batching
 from utils.json_files import read_json_object
 
@@ -129,6 +138,51 @@ def _checked_lower_case(do_lower_case: bool | None, loaded: checkpoints.LoadedMo
     return do_lower_case
 
 
+def _read_fine_tuned(path: str, head: str, description: str, vocab_file: str | None,
+                     bert_config_file: str | None, do_lower_case: bool | None
+                     ) -> tuple[checkpoints.LoadedModel, tokenization.FullTokenizer]:
+    """A fine-tuned model with `head` from `path` (a checkpoint, or a script's --output_dir
+    holding `model.ckpt`) and its tokenizer.
+
+    Raises:
+        ValueError: the checkpoint holds another model.
+    """
+    if os.path.isdir(path) and os.path.isfile(os.path.join(path, "model.ckpt.index")):
+        path = os.path.join(path, "model.ckpt")
+    loaded = checkpoints.read_model(path, bert_config_file=bert_config_file,
+                                    vocab_file=vocab_file)
+    if loaded.spec.head != head:
+        raise ValueError(f"{path} holds a {loaded.spec.head} model, not a fine-tuned "
+                         f"{description}")
+    tokenizer = tokenization.FullTokenizer(loaded.vocab_file,
+                                           _checked_lower_case(do_lower_case, loaded, path))
+    return loaded, tokenizer
+
+
+def _parts(text: str, layout: str) -> list[str]:
+    """The `|||`-separated parts of `text`, as many as `layout` has.
+
+    Raises:
+        ValueError: another number of parts.
+    """
+    parts = [part.strip() for part in text.split("|||")]
+    if len(parts) != layout.count("|||") + 1:
+        raise ValueError(f"expected `{layout}`, found {len(parts)} part(s)")
+    return parts
+
+
+def _parsed(texts: Sequence[str], parse) -> dict[int, object]:
+    """`parse(text)` of every non-empty text, by index; an error names the text."""
+    parsed = {}
+    for index, text in enumerate(texts):
+        if text.strip():
+            try:
+                parsed[index] = parse(text)
+            except ValueError as error:
+                raise ValueError(f"texts[{index}]: {error}") from None
+    return parsed
+
+
 class FillMask(_TextModel):
     """Each `[MASK]` of each text, its most probable tokens under the masked-LM head.
 
@@ -156,7 +210,7 @@ class FillMask(_TextModel):
         """
         loaded = checkpoints.read_model(path, bert_config_file=bert_config_file,
                                         vocab_file=vocab_file)
-        if loaded.spec.head != "pretraining":
+        if loaded.spec.head not in ("pretraining", "masked_lm"):
             raise ValueError(
                 f"{path} holds a model without the masked-LM head ({loaded.spec.head} model, "
                 f"no cls/predictions/*): fill-mask needs a checkpoint with the pretraining "
@@ -317,18 +371,12 @@ class TextClassifier(_TextModel):
         Raises:
             ValueError: the checkpoint holds no classifier head.
         """
-        if os.path.isdir(path) and os.path.isfile(os.path.join(path, "model.ckpt.index")):
-            path = os.path.join(path, "model.ckpt")
-        loaded = checkpoints.read_model(path, bert_config_file=bert_config_file,
-                                        vocab_file=vocab_file)
-        if loaded.spec.head != "classifier":
-            raise ValueError(f"{path} holds a {loaded.spec.head} model, not a fine-tuned "
-                             f"classifier (output_weights [labels, H] at the root scope)")
+        loaded, tokenizer = _read_fine_tuned(
+            path, "classifier", "classifier (output_weights [labels, H] at the root scope)",
+            vocab_file, bert_config_file, do_lower_case)
         if loaded.labels is None and loaded.spec.num_labels > 1:
             logging.warning("%s has no label names (model_spec.json): labels are their ids",
                             path)
-        tokenizer = tokenization.FullTokenizer(loaded.vocab_file,
-                                               _checked_lower_case(do_lower_case, loaded, path))
         return cls(loaded.model, tokenizer, loaded.labels, **kwargs)
 
     def __call__(self, texts: Sequence[str]) -> list[Classified]:
@@ -344,5 +392,197 @@ class TextClassifier(_TextModel):
                 for row in probabilities]
 
 
-__all__ = ["Classified", "FillMask", "MASK", "POOLINGS", "SentenceEmbedder", "TextClassifier",
-           "TokenScore", "read_sentence_transformers_folder"]
+@dataclasses.dataclass(frozen=True)
+class Answer:
+    """A span model's answer to one question: its text ("" when SQuAD v2.0's rule finds none),
+    and the n-best entry's probability and logits, as `nbest_predictions.json` has them."""
+
+    text: str
+    probability: float
+    start_logit: float
+    end_logit: float
+
+
+class QuestionAnswerer(_TextModel):
+    """`question ||| context` -> the answer span, by `run_squad.py --do_predict`'s rules: the
+    context in windows of `doc_stride`, the best of `n_best_size` spans of at most
+    `max_answer_length` pieces, mapped back to the context's own words."""
+
+    def __init__(self, model: keras.Model, tokenizer: tokenization.FullTokenizer,
+                 do_lower_case: bool, max_seq_length: int = 384, doc_stride: int = 128,
+                 max_query_length: int = 64, n_best_size: int = 20, max_answer_length: int = 30,
+                 version_2_with_negative: bool = False, null_score_diff_threshold: float = 0.0,
+                 batch_size: int = 32, batching: Batching = Batching()):
+        super().__init__(model, tokenizer, max_seq_length, batch_size, batching)
+        if max_seq_length <= max_query_length + 3:
+            raise ValueError(f"max_seq_length={max_seq_length} leaves no room for the context "
+                             f"after max_query_length={max_query_length}")
+        self.model = model
+        self.do_lower_case = do_lower_case
+        self.windows = dict(max_seq_length=max_seq_length, doc_stride=doc_stride,
+                            max_query_length=max_query_length)
+        self.answer_rules = dict(n_best_size=n_best_size, max_answer_length=max_answer_length,
+                                 do_lower_case=do_lower_case,
+                                 version_2_with_negative=version_2_with_negative,
+                                 null_score_diff_threshold=null_score_diff_threshold)
+
+    @classmethod
+    def from_checkpoint(cls, path: str, vocab_file: str | None = None,
+                        bert_config_file: str | None = None, do_lower_case: bool | None = None,
+                        **kwargs) -> "QuestionAnswerer":
+        """Reads a fine-tuned SQuAD model (e.g. run_squad.py's --output_dir)."""
+        loaded, tokenizer = _read_fine_tuned(
+            path, "squad", "SQuAD model (cls/squad/output_weights)", vocab_file,
+            bert_config_file, do_lower_case)
+        return cls(loaded.model, tokenizer, tokenizer.basic_tokenizer.do_lower_case, **kwargs)
+
+    @staticmethod
+    def parse(text: str) -> tuple[str, str]:
+        """(question, context) of `question ||| context`; raises ValueError for other texts."""
+        question, context = _parts(text, "question ||| context")
+        return question, context
+
+    def __call__(self, texts: Sequence[str]) -> list[Answer | None]:
+        """One answer per text; None for an empty text.
+
+        Raises:
+            ValueError: a text is not `question ||| context`.
+        """
+        examples = [SquadExample(str(index), question, split_context(context)[0])
+                    for index, (question, context) in _parsed(texts, self.parse).items()]
+        if not examples:
+            return [None] * len(texts)
+        features = list(squad_features.convert_examples_to_features(
+            examples, self.tokenizer, is_training=False, **self.windows))
+        arrays = squad_features.features_to_arrays(features, is_training=False)
+        logits = fine_tuning.predict_spans(self.model, arrays, self.batch_size, self.batching)
+        results = [RawResult(int(unique_id), start, end) for unique_id, start, end in
+                   zip(arrays["unique_ids"], logits["start_logits"], logits["end_logits"])]
+        found = compute_predictions(examples, features, results, **self.answer_rules)
+        answers: list[Answer | None] = [None] * len(texts)
+        for example in examples:
+            text = found.predictions[example.qas_id]
+            entry = next(e for e in found.nbest[example.qas_id] if e["text"] == text)
+            answers[int(example.qas_id)] = Answer(text, entry["probability"],
+                                                  entry["start_logit"], entry["end_logit"])
+        return answers
+
+
+@dataclasses.dataclass(frozen=True)
+class Choice:
+    """A multiple-choice model's answer: the most probable ending's index and every ending's
+    probability."""
+
+    prediction: int
+    probabilities: list[float]
+
+
+class MultipleChoice(_TextModel):
+    """`context ||| ending ||| ending ||| ending ||| ending` -> the most probable ending, as
+    `run_swag.py` scores SWAG's four (each line's endings continue its context; SWAG's `sent2`
+    is the start of every ending)."""
+
+    def __init__(self, model: keras.Model, tokenizer: tokenization.FullTokenizer,
+                 max_seq_length: int = 128, batch_size: int = 32,
+                 batching: Batching = Batching()):
+        super().__init__(model, tokenizer, max_seq_length, batch_size, batching)
+        self.model = model
+
+    @classmethod
+    def from_checkpoint(cls, path: str, vocab_file: str | None = None,
+                        bert_config_file: str | None = None, do_lower_case: bool | None = None,
+                        **kwargs) -> "MultipleChoice":
+        """Reads a fine-tuned multiple-choice model (e.g. run_swag.py's --output_dir)."""
+        loaded, tokenizer = _read_fine_tuned(
+            path, "multiple_choice", "multiple-choice model (cls/multiple_choice/output_weights)",
+            vocab_file, bert_config_file, do_lower_case)
+        return cls(loaded.model, tokenizer, **kwargs)
+
+    @staticmethod
+    def parse(text: str) -> tuple[str, tuple[str, ...]]:
+        """(context, endings) of `context ||| ending ||| ...`; raises ValueError unless there
+        are four endings."""
+        context, *endings = _parts(text, "context" + " ||| ending" * swag.NUM_CHOICES)
+        return context, tuple(endings)
+
+    def __call__(self, texts: Sequence[str]) -> list[Choice | None]:
+        """One answer per text; None for an empty text.
+
+        Raises:
+            ValueError: a text is not a context and four endings.
+        """
+        parsed = _parsed(texts, self.parse)
+        examples = [swag.SwagExample(str(index), context, "", endings, None)
+                    for index, (context, endings) in parsed.items()]
+        answers: list[Choice | None] = [None] * len(texts)
+        if not examples:
+            return answers
+        arrays = swag.convert_examples_to_arrays(examples, self.tokenizer, self.max_seq_length)
+        logits = self._predict(self.model, arrays)["logits"]
+        for index, row in zip(parsed, tf.nn.softmax(logits, axis=-1).numpy()):
+            answers[index] = Choice(int(np.argmax(row)), [float(p) for p in row])
+        return answers
+
+
+@dataclasses.dataclass(frozen=True)
+class TaggedWord:
+    """One word of a tagged sentence and its tag (IOB2, as `run_ner.py` writes them)."""
+
+    word: str
+    tag: str
+
+
+class EntityTagger(_TextModel):
+    """A sentence, its words split at whitespace -> each word's tag, as `run_ner.py` (fine-tuned,
+    not `--feature_based`) tags a CoNLL-2003 sentence on its own: the tag predicted at the
+    word's first piece, `O` for a word cut off by max_seq_length."""
+
+    def __init__(self, model: keras.Model, tokenizer: tokenization.FullTokenizer,
+                 labels: Sequence[str], max_seq_length: int = 128, batch_size: int = 32,
+                 batching: Batching = Batching()):
+        super().__init__(model, tokenizer, max_seq_length, batch_size, batching)
+        if len(labels) != model.num_labels:
+            raise ValueError(f"{len(labels)} labels for a tagger of {model.num_labels}")
+        self.model = model
+        self.labels = tuple(labels)
+
+    @classmethod
+    def from_checkpoint(cls, path: str, vocab_file: str | None = None,
+                        bert_config_file: str | None = None, do_lower_case: bool | None = None,
+                        **kwargs) -> "EntityTagger":
+        """Reads a fine-tuned tagger (e.g. run_ner.py's --output_dir) and its labels: those of
+        `model_spec.json`, else the `label_list.txt` run_ner.py writes beside the model.
+
+        Raises:
+            ValueError: the checkpoint holds no tagger, or its labels are nowhere.
+        """
+        loaded, tokenizer = _read_fine_tuned(
+            path, "token_classifier", "tagger (cls/token_classifier/output_weights)",
+            vocab_file, bert_config_file, do_lower_case)
+        labels = loaded.labels
+        label_file = os.path.join(path if os.path.isdir(path) else os.path.dirname(path),
+                                  ner_conll.LABEL_FILE)
+        if labels is None and os.path.isfile(label_file):
+            with open(label_file, encoding="utf-8") as f:
+                labels = [line.strip() for line in f if line.strip()]
+        if labels is None:
+            raise ValueError(f"{path}: no labels (model_spec.json, or {label_file})")
+        return cls(loaded.model, tokenizer, labels, **kwargs)
+
+    def __call__(self, texts: Sequence[str]) -> list[list[TaggedWord]]:
+        if not texts:
+            return []
+        documents = [ner_conll.ConllDocument((ner_conll.ConllSentence(tuple(
+            ner_conll.ConllToken(word, "", "", ner_conll.OUTSIDE_TAG) for word in text.split()),
+            number + 1),)) for number, text in enumerate(texts)]
+        features = ner_features.convert_documents_to_features(
+            documents, self.tokenizer, self.labels, self.max_seq_length)
+        logits = self._predict(self.model, features.to_arrays())["logits"]
+        tags = ner_features.predicted_word_tags(features, np.argmax(logits, -1), self.labels)
+        return [[TaggedWord(word, tag) for word, tag in zip(text.split(), sentence_tags)]
+                for text, sentence_tags in zip(texts, tags)]
+
+
+__all__ = ["Answer", "Choice", "Classified", "EntityTagger", "FillMask", "MASK", "POOLINGS",
+           "MultipleChoice", "QuestionAnswerer", "SentenceEmbedder", "TaggedWord",
+           "TextClassifier", "TokenScore", "read_sentence_transformers_folder"]

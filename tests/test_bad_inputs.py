@@ -165,6 +165,41 @@ _CASES = [
     ("extract_features_bad_layers", "extract_features.py", {"input.txt": "a b\n"},
      ["--input_file={data}/input.txt", "--output_file={out}/features.jsonl", "--layers=-5"],
      "--layers: -5 is outside the model's 2 layers"),
+    ("extract_features_missing_vocab", "extract_features.py", {"input.txt": "a b\n"},
+     ["--input_file={data}/input.txt", "--output_file={out}/features.jsonl",
+      "--vocab_file={data}/vocab.txt", "--layers=-1"], "vocab.txt"),
+    ("glue_eval_with_a_pretrained_checkpoint", "run_classifier.py",
+     {"dev.tsv": _RTE_HEADER + _RTE_ROW}, ["--task_name=rte", "--data_dir={data}", "--do_eval"],
+     "--init_checkpoint must hold a fine-tuned model"),
+    ("glue_config_not_json", "run_classifier.py",
+     {"train.tsv": _RTE_HEADER + _RTE_ROW, "bert_config.json": "{hidden_size: 8"},
+     _CLASSIFIER + ["--bert_config_file={data}/bert_config.json"],
+     "cannot read BERT config {data}/bert_config.json"),
+    ("ner_config_heads_do_not_divide", "run_ner.py",
+     {"train.txt": "EU NNP B-NP B-ORG\n\n", "bert_config.json": json.dumps({
+         "vocab_size": 30, "hidden_size": 8, "num_attention_heads": 3})},
+     _NER + ["--bert_config_file={data}/bert_config.json", "--init_checkpoint="],
+     "hidden_size (8) is not a multiple of num_attention_heads (3)"),
+    ("squad_question_without_id", "run_squad.py", {"train.json": json.dumps(
+        {"version": "1.1", "data": [{"paragraphs": [{"context": "a b", "qas": [
+            {"question": "a?", "answers": [{"text": "a", "answer_start": 0}]}]}]}]})},
+     _SQUAD_FLAGS, 'train.json: a question: missing key "id"'),
+    ("swag_ending_missing", "run_swag.py", {"train.csv": _SWAG_HEADER + "v,1,a b,a,b,gold,c,d\n"},
+     _SWAG, "train.csv:2: expected 11 fields"),
+    ("convert_into_a_folder_with_files", "convert_checkpoint.py", {},
+     ["--output={out}"], "exists and is not an empty folder"),
+    ("convert_unknown_input", "convert_checkpoint.py", {"nothing.txt": "x\n"},
+     ["--input={data}/nothing.txt", "--output={out}/converted"],
+     "nothing.txt.index does not exist"),
+    ("export_into_a_folder_with_files", "export_savedmodel.py", {}, ["--output={out}"],
+     "exists and is not an empty folder"),
+    ("predict_text_missing_input", "predict_text.py", {},
+     ["--input_file={data}/lines.txt"], "No such file or directory: '{data}/lines.txt'"),
+    ("predict_text_zero_batch", "predict_text.py", {"lines.txt": "a b\n"},
+     ["--batch_size=0"], "--batch_size=0 must be positive"),
+    ("pretraining_too_few_predictions", "run_pretraining.py", {},
+     _PRETRAIN[:-1] + ["--input_file={records}", "--max_predictions_per_seq=5"],
+     "feature 'masked_lm_positions' has 20 values, expected 5"),
 ]
 # Each script's other flags: the tiny model, the output folder, lengths it allows. A flag of
 # the case (e.g. --init_checkpoint) replaces the one here.
@@ -180,11 +215,18 @@ _BASE_FLAGS = {
                            "--max_seq_length=128"],
     "create_pretraining_data.py": ["--vocab_file={vocab_file}", "--max_seq_length=32"],
     "extract_features.py": _MODEL,
+    "convert_checkpoint.py": ["--input={init_checkpoint}", "--to=hf",
+                              "--bert_config_file={bert_config_file}", "--vocab_file={vocab_file}"],
+    "export_savedmodel.py": ["--input={init_checkpoint}", "--bert_config_file={bert_config_file}",
+                             "--vocab_file={vocab_file}", "--output={out}/exported"],
+    "predict_text.py": ["--task=embed", "--model={init_checkpoint}",
+                        "--bert_config_file={bert_config_file}", "--vocab_file={vocab_file}",
+                        "--input_file={data}/lines.txt", "--output_file={out}/vectors.jsonl"],
 }
 
 
-def test_the_table_covers_every_script_with_thirty_cases():
-    assert len(_CASES) >= 30
+def test_the_table_covers_every_script_with_fifty_cases():
+    assert len(_CASES) >= 50
     assert {script for _, script, *_ in _CASES} == set(_BASE_FLAGS)
 
 

@@ -1,5 +1,6 @@
 """predict_text.py run as a user runs it: fill-mask and sentence vectors for lines of a file or
 of stdin, the same values as the Python API, bad input named before anything is written."""
+import csv
 import json
 import subprocess
 import sys
@@ -124,3 +125,114 @@ def test_classify_gives_the_do_predict_answers_with_label_names(tiny_model, tmp_
     np.testing.assert_allclose([[a["probabilities"][label] for label in task.labels]
                                 for a in answers], expected, atol=1e-6)
     assert [a["label"] for a in answers] == [task.labels[i] for i in expected.argmax(1)]
+
+
+def _predict_text(task: str, model, lines: list[str], tmp_path, *flags) -> list[dict]:
+    """predict_text.py --task over `lines`; its JSON lines."""
+    (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    output = tmp_path / f"{task}.jsonl"
+    result = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "predict_text.py"), f"--task={task}", f"--model={model}",
+         f"--input_file={tmp_path / 'in.txt'}", f"--output_file={output}", "--batch_size=3",
+         *flags], cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return [json.loads(line) for line in output.read_text(encoding="utf-8").splitlines()]
+
+
+def test_squad_answers_are_run_squads_predictions(fixtures_dir, uncased_vocab, tmp_path):
+    """The original's fine-tuned tiny SQuAD model: run_squad.py --do_predict on a SQuAD file,
+    predict_text.py on the same questions as `question ||| context` lines."""
+    tiny = tiny_dir(fixtures_dir)
+    dev_file = fixtures_dir / "squad" / "inputs" / "dev-v1.1.json"
+    model = [f"--vocab_file={uncased_vocab}", f"--bert_config_file={tiny / 'bert_config.json'}",
+             "--max_seq_length=128", "--doc_stride=64", "--max_query_length=32"]
+    result = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "run_squad.py"), "--do_predict", *model,
+         f"--init_checkpoint={tiny / 'squad' / 'model.ckpt'}", f"--predict_file={dev_file}",
+         f"--output_dir={tmp_path / 'squad'}"],
+        cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    questions = [(qa["id"], qa["question"], paragraph["context"])
+                 for article in json.loads(dev_file.read_text())["data"]
+                 for paragraph in article["paragraphs"] for qa in paragraph["qas"]]
+    lines = [f"{question} ||| {' '.join(context.split())}" for _, question, context in questions]
+    answers = _predict_text("squad", tiny / "squad" / "model.ckpt", lines + [""], tmp_path,
+                            *model)
+    predictions = json.loads((tmp_path / "squad" / "predictions.json").read_text())
+    nbest = json.loads((tmp_path / "squad" / "nbest_predictions.json").read_text())
+    assert len(answers) == len(questions) + 1 and answers[-1]["answer"] is None
+    for (qas_id, _, _), answer in zip(questions, answers):
+        assert answer["answer"] == predictions[qas_id]
+        best = next(e for e in nbest[qas_id] if e["text"] == predictions[qas_id])
+        np.testing.assert_allclose(
+            [answer["probability"], answer["start_logit"], answer["end_logit"]],
+            [best["probability"], best["start_logit"], best["end_logit"]], atol=1e-6)
+
+
+def test_swag_choices_are_run_swags_predictions(tmp_path):
+    from synthetic import swag_ner
+    from tests.tiny_task_model import flag_args, write_tiny_model
+    model = write_tiny_model(tmp_path / "model")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "train.csv").write_text(swag_ner.swag_csv(16, seed=1))
+    (tmp_path / "data" / "test.csv").write_text(swag_ner.swag_csv(7, seed=3, labelled=False))
+    result = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "run_swag.py"), *flag_args({
+            **model, "data_dir": tmp_path / "data", "output_dir": tmp_path / "out",
+            "max_seq_length": 32, "do_train": True, "do_predict": True, "train_batch_size": 8,
+            "num_train_epochs": 1.0})], cwd=REPO_ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    with open(tmp_path / "data" / "test.csv", encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+    lines = [" ||| ".join([row["sent1"]] + [f"{row['sent2']} {row[f'ending{i}']}"
+                                            for i in range(4)]) for row in rows]
+    answers = _predict_text("swag", tmp_path / "out", lines, tmp_path, "--max_seq_length=32",
+                            f"--vocab_file={model['vocab_file']}")
+    with open(tmp_path / "out" / "predictions.csv", encoding="utf-8", newline="") as f:
+        expected = list(csv.reader(f))[1:]
+    assert len(answers) == len(expected) == len(rows)
+    np.testing.assert_allclose([a["probabilities"] for a in answers],
+                               [[float(x) for x in row[1:5]] for row in expected], atol=1e-6)
+    assert [a["prediction"] for a in answers] == [int(row[5]) for row in expected]
+
+
+def test_ner_tags_are_run_ners_predictions(tmp_path):
+    from synthetic import swag_ner
+    from tests.tiny_task_model import flag_args, write_tiny_model
+    model = write_tiny_model(tmp_path / "model")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "train.txt").write_text(swag_ner.conll_text(12, seed=1))
+    (tmp_path / "data" / "test.txt").write_text(swag_ner.conll_text(5, seed=3))
+    result = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "run_ner.py"), *flag_args({
+            **model, "data_dir": tmp_path / "data", "output_dir": tmp_path / "out",
+            "max_seq_length": 40, "do_train": True, "do_predict": True, "train_batch_size": 8,
+            "num_train_epochs": 1.0})], cwd=REPO_ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    sentences, current = [], []
+    for line in (tmp_path / "out" / "predictions_test.txt").read_text().splitlines():
+        if line.strip():
+            current.append(line.split())  # word gold predicted
+        elif current:
+            sentences.append(current)
+            current = []
+    sentences += [current] if current else []
+    lines = [" ".join(word for word, _, _ in sentence) for sentence in sentences]
+    answers = _predict_text("ner", tmp_path / "out", lines, tmp_path, "--max_seq_length=40",
+                            f"--vocab_file={model['vocab_file']}")
+    assert len(answers) == len(sentences) > 0
+    for sentence, answer in zip(sentences, answers):
+        assert answer["words"] == [word for word, _, _ in sentence]
+        assert answer["tags"] == [predicted for _, _, predicted in sentence]
+
+
+def test_a_line_without_its_parts_is_named_before_the_model_is_read(fixtures_dir, uncased_vocab,
+                                                                    tmp_path):
+    (tmp_path / "in.txt").write_text("who? ||| the context\n\njust a question\n")
+    output = tmp_path / "out.jsonl"
+    result = _run(fixtures_dir, uncased_vocab, "--task=squad", "--model=nowhere",
+                  f"--input_file={tmp_path / 'in.txt'}", f"--output_file={output}")
+    assert result.returncode != 0
+    assert ("in.txt, line 3: expected `question ||| context`, found 1 part(s)"
+            in result.stderr.decode())
+    assert not output.exists()

@@ -1,4 +1,5 @@
-"""Tests of training/run_guards.py: the output folder's lock and the stop on SIGTERM / SIGINT."""
+"""Tests of training/run_guards.py (the output folder's lock, the stop on SIGTERM / SIGINT while
+training) and utils/stop_signals.py (the same signals anywhere else in a script)."""
 import os
 import signal
 import subprocess
@@ -9,6 +10,7 @@ import pytest
 
 from training.run_guards import (LOCK_FILE, OutputDirInUseError, StopSignals,
                                  exclusive_output_dir)
+from utils import stop_signals
 
 _HOLDER = textwrap.dedent("""
     import sys, time
@@ -46,3 +48,22 @@ def test_stop_signals_are_recorded_then_the_previous_handlers_come_back():
         os.kill(os.getpid(), signal.SIGINT)
         assert stop.received == signal.SIGTERM  # the first one is kept
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_the_first_stop_signal_raises_and_a_second_does_not_cut_the_clean_up_short(capfd):
+    previous = {s: signal.getsignal(s) for s in stop_signals.STOP_SIGNALS}
+    try:
+        stop_signals.raise_on_stop_signals()
+        cleaned_up = False
+        with pytest.raises(stop_signals.Stopped, match="stopped by SIGTERM") as stopped:
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)
+                signal.pause()  # not reached: the handler raises first
+            finally:
+                os.kill(os.getpid(), signal.SIGINT)  # during the clean-up: reported only
+                cleaned_up = True
+        assert cleaned_up and stopped.value.code.startswith("stopped by SIGTERM")
+        assert "SIGINT received again" in capfd.readouterr().err
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

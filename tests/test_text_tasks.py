@@ -9,6 +9,9 @@ import tensorflow as tf
 
 from data.tokenization import FullTokenizer
 from modeling import checkpoints
+from modeling.checkpoints import ModelSpec, build_model
+from modeling.checkpoints.names import tf1_name_map
+from modeling.checkpoints.tf1 import assign_tf1_values
 from modeling.encoder import BertEncoder
 from modeling.text_heads import POOLINGS, MaskedTokenPredictor
 from serving.text_tasks import MASK, FillMask, SentenceEmbedder
@@ -198,3 +201,24 @@ def test_unsupported_sentence_transformers_pooling_is_refused(hf_pretrainer, tmp
                                            "mean_sqrt_len_tokens", False)
     with pytest.raises(ValueError, match="1_Pooling/config.json: pooling.*mean_sqrt_len"):
         SentenceEmbedder.from_checkpoint(str(folder))
+
+
+def test_fill_mask_reads_a_checkpoint_with_the_masked_lm_head_alone(fixtures_dir, uncased_vocab,
+                                                                   tmp_path):
+    """The TF2-era releases carry the masked-LM head without the next-sentence one."""
+    pretrainer = _read(fixtures_dir, uncased_vocab).model
+    values = {name: variable.numpy() for name, variable in tf1_name_map(pretrainer).items()
+              if not name.startswith("cls/seq_relationship")}
+    masked_lm = build_model(pretrainer.config, ModelSpec("masked_lm"))
+    assign_tf1_values(masked_lm, values, "test")
+    prefix = checkpoints.save_tf1_checkpoint(masked_lm, str(tmp_path / "bert_model.ckpt"))
+    shutil.copyfile(tiny_dir(fixtures_dir) / "bert_config.json", tmp_path / "bert_config.json")
+    alone = FillMask.from_checkpoint(prefix, vocab_file=str(uncased_vocab))
+    assert checkpoints.model_spec(alone.pretrainer) == ModelSpec("masked_lm")
+    texts = [f"the {MASK} sat on the {MASK} .", f"paris is the {MASK} of france ."]
+    full = FillMask(pretrainer, FullTokenizer(str(uncased_vocab), True))
+    for mine, expected in zip(alone(texts), full(texts)):
+        for scores, reference in zip(mine, expected, strict=True):
+            assert [s.token_id for s in scores] == [s.token_id for s in reference]
+            np.testing.assert_allclose([s.probability for s in scores],
+                                       [s.probability for s in reference], atol=1e-6)

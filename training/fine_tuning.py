@@ -58,20 +58,21 @@ def initialise_encoder(model: keras.Model, init_checkpoint: str | None) -> None:
         logging.warning("no --init_checkpoint: the encoder starts from random values")
 
 
-def save_fine_tuned(trained: Trained, output_dir: str,
-                    labels: Sequence[str] | None = None) -> str:
+def save_fine_tuned(trained: Trained, output_dir: str, labels: Sequence[str] | None = None,
+                    do_lower_case: bool | None = None) -> str:
     """Writes `model.ckpt` in the original TF1 format, `bert_config.json` and `model_spec.json`.
 
     The training checkpoints (`ckpt-N`, project format) stay beside them for resumption;
     `model_spec.json` names their head, so `convert_checkpoint.py` can rebuild the model from
-    them, and the task's label names by id (`labels`), so that predictions can name them.
+    them, the task's label names by id (`labels`), so that predictions can name them, and the
+    tokenizer's casing the model was trained with, so that it reads new text the same way.
     """
     prefix = checkpoints.save_tf1_checkpoint(
         trained.model, os.path.join(output_dir, "model.ckpt"), global_step=trained.global_step,
         update_state_file=False)
     trained.model.config.to_json_file(os.path.join(output_dir, "bert_config.json"))
     checkpoints.write_model_spec(output_dir, checkpoints.model_spec(trained.model),
-                                 labels=labels)
+                                 do_lower_case=do_lower_case, labels=labels)
     logging.info("fine-tuned model written to %s (original format)", prefix)
     return prefix
 
@@ -219,3 +220,19 @@ def predict(model: keras.Model, arrays: Mapping[str, np.ndarray], batch_size: in
     """
     return prediction.predict(model, ArrayExamples(arrays, ENCODER_INPUTS, batching),
                               batch_size, output_fn)
+
+
+def predict_spans(model: keras.Model, arrays: Mapping[str, np.ndarray], batch_size: int,
+                  batching: Batching = FIXED,
+                  output_fn: prediction.OutputFn | None = None) -> dict[str, np.ndarray]:
+    """A span model's `start_logits` and `end_logits` float32 [N, max_seq_length], as `predict`.
+
+    Padded to max_seq_length, padding positions keep the logits the model gives them, as the
+    original's do (one may take an n-best slot). Cut to their batch's length, they are -inf, so
+    that none does, whatever batch its row ran in.
+    """
+    logits = predict(model, arrays, batch_size, batching, output_fn)
+    if not batching.pad_to_max_length:
+        for values in logits.values():
+            values[arrays["input_mask"] == 0] = -np.inf
+    return logits

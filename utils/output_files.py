@@ -3,7 +3,8 @@
 Every file is written to a temporary file in the same folder and then renamed into place (every
 folder likewise), so a reader never sees half an output and an interrupted run leaves nothing
 that looks complete. The one atomic writer of the project: `AtomicFile` (and
-`write_text_atomically` on it), `atomic_output_folder` for folders.
+`write_text_atomically` on it, `written_together` for files that go together),
+`atomic_output_folder` for folders.
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import contextlib
 import os
 import shutil
 import tempfile
+import threading
 from typing import Iterator, Mapping
 import uuid
 
@@ -49,17 +51,30 @@ class AtomicFile:
 
     def commit(self) -> None:
         """Flushes the data to disk and gives the file its final name."""
+        self.finish()
+        self.rename()
+
+    def finish(self) -> None:
+        """Flushes the data to disk and closes the temporary file."""
         with self._naming_failures():
             self.file.flush()
             os.fsync(self.file.fileno())
             self.file.close()
+
+    def rename(self) -> None:
+        """Gives the finished temporary file its final name."""
+        with self._naming_failures():
             os.replace(self.temp_path, self.path)
 
     def abort(self) -> None:
         """Closes and deletes the temporary file; the output path is left untouched."""
-        self.file.close()
-        if os.path.exists(self.temp_path):
-            os.remove(self.temp_path)
+        try:
+            self.file.close()  # flushes what is buffered: fails again on a full disk
+        except OSError:
+            pass
+        finally:
+            if os.path.exists(self.temp_path):
+                os.remove(self.temp_path)
 
     def __enter__(self) -> AtomicFile:
         return self
@@ -80,10 +95,50 @@ class AtomicFile:
             raise OSError(error.errno, f"writing {self.path} failed: {error.strerror}") from None
 
 
+_GROUPS = threading.local()
+
+
 def write_text_atomically(path: str | os.PathLike, text: str) -> None:
-    """Writes `text` (UTF-8) to `path` through a temporary file renamed into place."""
-    with AtomicFile(path) as f:
+    """Writes `text` (UTF-8) to `path` through a temporary file renamed into place.
+
+    Inside `written_together`, the rename waits for the end of the block.
+    """
+    group = getattr(_GROUPS, "files", None)
+    f = AtomicFile(path)
+    try:
         f.write(text)
+        if group is None:
+            f.commit()
+        else:
+            f.finish()
+            group.append(f)
+    except BaseException:
+        f.abort()
+        raise
+
+
+@contextlib.contextmanager
+def written_together() -> Iterator[None]:
+    """Gives files that belong together (predictions and their scores) their final names together.
+
+    `write_text_atomically` inside the block writes each file in full under its temporary name;
+    the renames follow once the block succeeds. On an error none is renamed, so a run stopped
+    midway never leaves a new file beside an old one.
+    """
+    if getattr(_GROUPS, "files", None) is not None:
+        yield  # an enclosing group renames them
+        return
+    _GROUPS.files = files = []
+    try:
+        yield
+        _GROUPS.files = None
+        while files:
+            files[0].rename()
+            files.pop(0)
+    finally:
+        _GROUPS.files = None
+        for f in files:  # the block failed, or a rename
+            f.abort()
 
 
 def check_output_folder(output: str) -> None:

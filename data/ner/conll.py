@@ -17,6 +17,8 @@ from typing import Iterable, Sequence
 
 TAG_SCHEMES = ("auto", "iob1", "iob2")
 OUTSIDE_TAG = "O"
+# The labels of a trained tagger, one a line, in class-index order, beside its model.
+LABEL_FILE = "label_list.txt"
 _DOCSTART = "-DOCSTART-"
 _NUM_COLUMNS = 4
 _TAG_PATTERN = re.compile(r"^([BI])-(.+)$")

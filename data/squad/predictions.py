@@ -23,7 +23,7 @@ import numpy as np
 from data.squad.examples import SquadExample
 from data.squad.features import SquadFeatures
 from data.tokenization import BasicTokenizer
-from utils.output_files import write_text_atomically
+from utils.output_files import write_text_atomically, written_together
 
 # The null score to beat before any window is seen ("large and positive" in the original).
 _NO_NULL_SCORE = 1000000
@@ -262,11 +262,12 @@ def write_predictions(predictions: SquadPredictions, output_prediction_file: str
     """Writes predictions.json, nbest_predictions.json and (if given) null_odds.json.
 
     The format is the original's: `json.dumps(..., indent=4)` plus a newline. Each file is
-    written atomically.
+    written atomically, and they take their final names together.
     """
     outputs = [(output_prediction_file, predictions.predictions),
                (output_nbest_file, predictions.nbest)]
     if output_null_log_odds_file is not None:
         outputs.append((output_null_log_odds_file, predictions.null_odds))
-    for path, value in outputs:
-        write_text_atomically(path, json.dumps(value, indent=4) + "\n")
+    with written_together():
+        for path, value in outputs:
+            write_text_atomically(path, json.dumps(value, indent=4) + "\n")

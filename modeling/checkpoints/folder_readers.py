@@ -96,7 +96,8 @@ def _bert_config(folder: str, files: FolderFiles) -> BertConfig:
 
 
 def read_tf1_folder(found: FoundCheckpoint, files: FolderFiles) -> LoadedModel:
-    """A TF1 checkpoint's model; its head from the variable names."""
+    """A TF1 checkpoint's model; its head from the variable names, its casing and label names
+    from the `model_spec.json` a fine-tuning script wrote beside it."""
     folder = os.path.dirname(found.path)
     config = _bert_config(folder, files)
     vocab_file = _vocab(folder, files, config)
@@ -104,8 +105,9 @@ def read_tf1_folder(found: FoundCheckpoint, files: FolderFiles) -> LoadedModel:
     model = build_model(config, spec)
     load_tf1_checkpoint(model, found.path, found.reader)
     saved = read_model_spec(folder)
-    labels = saved.labels if saved and saved.spec == spec else None
-    return LoadedModel(model, spec, vocab_file, None, labels)
+    if saved is None or saved.spec != spec:  # another model's, or none
+        return LoadedModel(model, spec, vocab_file, None)
+    return LoadedModel(model, spec, vocab_file, saved.do_lower_case, saved.labels)
 
 
 def read_keras_folder(found: FoundCheckpoint, files: FolderFiles) -> LoadedModel:
