@@ -418,7 +418,6 @@ class QuestionAnswerer(_TextModel):
             raise ValueError(f"max_seq_length={max_seq_length} leaves no room for the context "
                              f"after max_query_length={max_query_length}")
         self.model = model
-        self.do_lower_case = do_lower_case
         self.windows = dict(max_seq_length=max_seq_length, doc_stride=doc_stride,
                             max_query_length=max_query_length)
         self.answer_rules = dict(n_best_size=n_best_size, max_answer_length=max_answer_length,
@@ -570,6 +569,7 @@ class EntityTagger(_TextModel):
         return cls(loaded.model, tokenizer, labels, **kwargs)
 
     def __call__(self, texts: Sequence[str]) -> list[list[TaggedWord]]:
+        """For each text, its words (split at whitespace) with their tags."""
         if not texts:
             return []
         documents = [ner_conll.ConllDocument((ner_conll.ConllSentence(tuple(

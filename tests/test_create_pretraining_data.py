@@ -1,6 +1,7 @@
 """End-to-end tests of create_pretraining_data.py: statistics against the original, determinism,
 errors before any output, the summary, the temporary files of killed runs."""
 import json
+import os
 import pathlib
 import re
 import resource
@@ -396,3 +397,32 @@ def test_output_is_deterministic_whatever_num_workers(wikitext_run, tmp_path, un
                                           min_chunk_documents=8)
         for ours, first in zip(outputs, first_outputs):
             assert ours.read_bytes() == first.read_bytes()
+
+
+@pytest.mark.parametrize("signum, to_group", [(signal.SIGINT, True), (signal.SIGTERM, False)])
+def test_ctrl_c_or_sigterm_mid_way_removes_the_runs_temporary_files(tmp_path, fixtures_dir,
+                                                                   uncased_vocab, signum, to_group):
+    """Ctrl-C reaches the parent and its worker processes at once (the terminal's process
+    group); a scheduler's SIGTERM the parent alone. Either way the run stops within seconds,
+    says so, and leaves the earlier file as it was and nothing of its own."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "a.tfrecord").write_text("the user's earlier file\n")
+    running = subprocess.Popen([sys.executable, SCRIPT, *_kill_test_args(
+        fixtures_dir, tmp_path, uncased_vocab, out)], cwd=REPO_ROOT, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        _wait_for_temporary_files(out, running, holding_records=True)
+        if to_group:
+            os.killpg(running.pid, signum)
+        else:
+            running.send_signal(signum)
+        _, stderr = running.communicate(timeout=120)
+    finally:
+        if running.poll() is None:
+            os.killpg(running.pid, signal.SIGKILL)
+            running.wait()
+    assert running.returncode == 1, stderr[-3000:]
+    assert f"stopped by {signal.Signals(signum).name}" in stderr, stderr[-3000:]
+    assert sorted(p.name for p in out.iterdir()) == ["a.tfrecord"]
+    assert (out / "a.tfrecord").read_text() == "the user's earlier file\n"

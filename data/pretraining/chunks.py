@@ -11,6 +11,7 @@ from __future__ import annotations
 import array
 import dataclasses
 import random
+import signal
 
 import numpy as np
 
@@ -141,8 +142,16 @@ _WORKER_PROCESSOR: ChunkProcessor | None = None
 
 
 def init_worker(settings: ChunkSettings) -> None:
-    """Pool initializer: builds this process's `ChunkProcessor`."""
+    """Pool initializer: builds this process's `ChunkProcessor`.
+
+    The stop signals are the parent's to handle: a worker ignores SIGINT (Ctrl-C reaches the
+    whole process group) and dies at once on SIGTERM (how the pool ends its workers), whatever
+    handlers it inherited by fork; a worker that raised instead could die holding the pool's
+    queue lock and hang the others.
+    """
     global _WORKER_PROCESSOR
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _WORKER_PROCESSOR = ChunkProcessor(settings)
 
 

@@ -89,6 +89,10 @@ class ShuffleBuffer:
         return [held[i] for i in self._rng.permutation(len(held)).tolist()]
 
 
+# The longest wait for a chunk given out to a worker when the run stops midway.
+_FINISH_TIMEOUT_S = 60.0
+
+
 def _map_chunks(chunks: Iterator[pretraining_corpus.CorpusChunk],
                 settings: pretraining_chunks.ChunkSettings,
                 num_workers: int) -> Iterator[pretraining_chunks.ChunkResult]:
@@ -104,13 +108,20 @@ def _map_chunks(chunks: Iterator[pretraining_corpus.CorpusChunk],
     with context.Pool(num_workers, initializer=pretraining_chunks.init_worker,
                       initargs=(settings,)) as pool:
         in_flight: collections.deque = collections.deque()
-        for chunk in chunks:
-            in_flight.append(pool.apply_async(pretraining_chunks.process_chunk_in_worker,
-                                              (chunk,)))
-            if len(in_flight) >= num_workers + 2:
+        try:
+            for chunk in chunks:
+                in_flight.append(pool.apply_async(pretraining_chunks.process_chunk_in_worker,
+                                                  (chunk,)))
+                if len(in_flight) >= num_workers + 2:
+                    yield in_flight.popleft().get()
+            while in_flight:
                 yield in_flight.popleft().get()
-        while in_flight:
-            yield in_flight.popleft().get()
+        finally:
+            # Stopped midway (an error, SIGTERM, Ctrl-C): the few chunks given out are finished
+            # before the pool ends its workers, since a worker ended while it sends a result
+            # would leave the result queue's lock held and the pool's shutdown waiting forever.
+            for result in in_flight:
+                result.wait(_FINISH_TIMEOUT_S)
 
 
 class _RoundRobinFiles:
@@ -215,8 +226,9 @@ def write_pretraining_records(input_files: Sequence[str], output_files: Sequence
     _remove_stale_temporary_files(output_files, log)
     outputs = _RoundRobinFiles(output_files)
     start = last_report = time.monotonic()
+    results = _map_chunks(chunks, settings, options.num_workers)
     try:
-        for result in _map_chunks(chunks, settings, options.num_workers):
+        for result in results:
             summary.add_chunk(result)
             outputs.write(buffer.add(result.records))
             summary.instances_written = outputs.num_written
@@ -227,7 +239,10 @@ def write_pretraining_records(input_files: Sequence[str], output_files: Sequence
         outputs.write(buffer.drain())
         outputs.commit()
     except BaseException:
-        outputs.abort()
+        try:
+            results.close()  # the worker processes end before the error goes up
+        finally:
+            outputs.abort()
         raise
     summary.finish(counts, [output.num_records for output in outputs.files],
                    time.monotonic() - start)
