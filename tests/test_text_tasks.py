@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bench.bench_fill_mask import masked_sentences
 from data.tokenization import FullTokenizer
 from modeling import checkpoints
 from modeling.checkpoints import ModelSpec, build_model
@@ -40,21 +41,10 @@ def test_masked_token_predictions_are_the_originals_top_k(fixtures_dir, uncased_
 
 
 def _masked_sentences(shared_data_dir, count: int, masks: int, seed: int) -> list[str]:
-    """Real sentences of WikiText-2 with `masks` of their words replaced by [MASK]."""
-    rng = np.random.default_rng(seed)
-    lines = (shared_data_dir / "wikitext-2-raw" / "wiki.test.sentences.txt").read_text(
-        encoding="utf-8").splitlines()
-    sentences = []
-    for line in lines[::37]:
-        words = line.split()
-        if len(words) < 6:
-            continue
-        for index in rng.choice(len(words), masks, replace=False):
-            words[index] = MASK
-        sentences.append(" ".join(words))
-        if len(sentences) == count:
-            return sentences
-    raise AssertionError("too few sentences")
+    """Real sentences of WikiText-2 with `masks` of their words replaced by [MASK], as the
+    fill-mask benchmark picks them."""
+    return masked_sentences(
+        str(shared_data_dir / "wikitext-2-raw" / "wiki.test.sentences.txt"), count, masks, seed)
 
 
 @pytest.fixture(scope="module")

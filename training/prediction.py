@@ -49,7 +49,7 @@ def predict_batches(model: keras.Model, examples: IndexedExamples, batch_size: i
     if isinstance(examples, ArrayExamples) and 0 < examples.num_examples <= batch_size:
         # One call: gathered directly, without an input pipeline (whose set-up would cost a
         # single sentence's latency several times over).
-        batch = examples.gather_fn(xla)(tf.range(examples.num_examples, dtype=tf.int64))
+        batch = examples.whole_batch(xla)
         run = _traced(model, xla, width, examples.batch_spec())
         yield _outputs(run, batch, output_fn)
         return
