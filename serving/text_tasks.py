@@ -577,6 +577,10 @@ class EntityTagger(_TextModel):
             number + 1),)) for number, text in enumerate(texts)]
         features = ner_features.convert_documents_to_features(
             documents, self.tokenizer, self.labels, self.max_seq_length)
+        cut = sum(bool((positions < 0).any()) for positions in features.word_positions)
+        if cut:
+            logging.info("%d of %d texts were longer than max_seq_length=%d: the words past it "
+                         "are tagged O", cut, len(texts), self.max_seq_length)
         logits = self._predict(self.model, features.to_arrays())["logits"]
         tags = ner_features.predicted_word_tags(features, np.argmax(logits, -1), self.labels)
         return [[TaggedWord(word, tag) for word, tag in zip(text.split(), sentence_tags)]

@@ -15,7 +15,7 @@ from modeling.checkpoints.names import tf1_name_map
 from modeling.checkpoints.tf1 import assign_tf1_values
 from modeling.encoder import BertEncoder
 from modeling.text_heads import POOLINGS, MaskedTokenPredictor
-from serving.text_tasks import MASK, FillMask, SentenceEmbedder
+from serving.text_tasks import MASK, EntityTagger, FillMask, SentenceEmbedder
 from tests.hf_reference import load_hf_model, require, run_hf
 from tests.modeling_fixtures import golden, golden_inputs, tiny_dir
 
@@ -212,3 +212,19 @@ def test_fill_mask_reads_a_checkpoint_with_the_masked_lm_head_alone(fixtures_dir
             assert [s.token_id for s in scores] == [s.token_id for s in reference]
             np.testing.assert_allclose([s.probability for s in scores],
                                        [s.probability for s in reference], atol=1e-6)
+
+
+def test_a_sentence_longer_than_max_seq_length_has_its_last_words_tagged_outside(
+        fixtures_dir, uncased_vocab, caplog):
+    config = checkpoints.read_model(str(tiny_dir(fixtures_dir) / ORIGINAL), "tf1",
+                                    str(tiny_dir(fixtures_dir) / "bert_config.json"),
+                                    str(uncased_vocab)).model.config
+    labels = ["O", "B-PER", "I-PER"]
+    tagger = EntityTagger(build_model(config, ModelSpec("token_classifier", len(labels))),
+                          FullTokenizer(str(uncased_vocab), False), labels, max_seq_length=6)
+    with caplog.at_level("INFO"):
+        short, long = tagger(["John lives here", "John lives in a big old house"])
+    assert [w.word for w in long] == "John lives in a big old house".split()
+    assert [w.tag for w in long][4:] == ["O", "O", "O"]   # [CLS] + 4 words + [SEP] fit in 6
+    assert all(w.tag in labels for w in short + long)
+    assert "1 of 2 texts were longer than max_seq_length=6" in caplog.text
