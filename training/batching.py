@@ -192,15 +192,16 @@ class ArrayExamples(IndexedExamples):
                     else tf.gather(value, rows) for key, value in tensors.items()}
         return gather
 
-    def whole_batch(self, xla: bool = False) -> dict[str, np.ndarray]:
-        """Every row as one batch, cut as `gather_fn` would cut it, made in numpy: a single small
-        batch needs no TensorFlow op before the model."""
-        if self.lengths is None or self.batching.pad_to_max_length:
-            return dict(self.arrays)
+    def host_batch(self, rows: np.ndarray, xla: bool = False) -> dict[str, np.ndarray]:
+        """The batch of `rows`, cut as `gather_fn` would cut it, made in numpy (prediction
+        over in-memory features needs no input pipeline)."""
+        batch = {key: value[rows] for key, value in self.arrays.items()}
+        if self.lengths is None or self.batching.pad_to_max_length or not len(rows):
+            return batch
         padded_lengths = self.batching.padded_lengths(self.max_length, xla)
-        width = padded_lengths[int(np.searchsorted(padded_lengths, self.lengths.max()))]
+        width = padded_lengths[int(np.searchsorted(padded_lengths, self.lengths[rows].max()))]
         return {key: value[..., :width] if key in self.token_keys else value
-                for key, value in self.arrays.items()}
+                for key, value in batch.items()}
 
     def batch_spec(self) -> dict[str, tf.TensorSpec]:
         """The spec of the batches `gather_fn` makes: any number of rows and, unless batches are
