@@ -142,3 +142,19 @@ def test_xla_batches_take_only_the_bucket_lengths():
               _take(examples.prediction_dataset(3, xla=True), 100)}
     assert widths <= set(Batching(multiple=8).padded_lengths(64, xla=True))
     assert len(widths) > 1
+
+
+@pytest.mark.parametrize("batching, xla", [(FIXED, False), (Batching(), False),
+                                           (Batching(multiple=4), False), (Batching(), True)])
+def test_host_batches_are_the_pipelines_gathers(batching, xla):
+    """Prediction cuts in-memory batches in numpy: exactly as the input pipeline's gather."""
+    examples = ArrayExamples(_varied(40), batching=batching)
+    gather = examples.gather_fn(xla)
+    rng = np.random.default_rng(3)
+    for size in (1, 5, 8):
+        rows = rng.choice(40, size, replace=False)
+        expected = {k: v.numpy() for k, v in gather(tf.constant(rows, tf.int64)).items()}
+        actual = examples.host_batch(rows, xla)
+        assert actual.keys() == expected.keys()
+        for key in expected:
+            np.testing.assert_array_equal(actual[key], expected[key], err_msg=key)
