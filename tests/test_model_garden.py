@@ -54,13 +54,20 @@ def test_tf_hub_config_and_casing_are_read():
         intermediate_size=64, hidden_act="gelu", max_position_embeddings=16, type_vocab_size=2)
 
 
-def test_pretrainer_brings_its_heads():
-    loaded = read_model(str(FIXTURES / "pretrainer"))
-    assert loaded.spec.head == "pretraining"
+def _check_masked_lm_logits(loaded) -> dict:
+    """The model's outputs on the fixture features, its masked-LM logits checked against the
+    fixture pretrainer's."""
     outputs = loaded.model(_features(with_positions=True), training=False)
     expected_mlm = OUTPUTS["pretrainer/mlm_logits"]
     np.testing.assert_allclose(outputs["masked_lm_logits"].numpy().reshape(expected_mlm.shape),
                                expected_mlm, atol=1e-5, rtol=0)
+    return outputs
+
+
+def test_pretrainer_brings_its_heads():
+    loaded = read_model(str(FIXTURES / "pretrainer"))
+    assert loaded.spec.head == "pretraining"
+    outputs = _check_masked_lm_logits(loaded)
     np.testing.assert_allclose(outputs["next_sentence_logits"].numpy(),
                                OUTPUTS["pretrainer/next_sentence"], atol=1e-5, rtol=0)
     np.testing.assert_allclose(outputs["sequence_output"].numpy(),
@@ -142,11 +149,8 @@ def _rewrite(prefix: str, change) -> None:
 
 
 def _check_masked_lm(loaded) -> None:
-    """The fixture pretrainer's encoder and masked-LM outputs."""
-    outputs = loaded.model(_features(with_positions=True), training=False)
-    expected_mlm = OUTPUTS["pretrainer/mlm_logits"]
-    np.testing.assert_allclose(outputs["masked_lm_logits"].numpy().reshape(expected_mlm.shape),
-                               expected_mlm, atol=1e-5, rtol=0)
+    """The fixture pretrainer's encoder and masked-LM outputs, and no next-sentence head."""
+    outputs = _check_masked_lm_logits(loaded)
     np.testing.assert_allclose(outputs["pooled_output"].numpy(),
                                OUTPUTS["pretrainer/pooled_output"], atol=1e-5, rtol=0)
     assert "next_sentence_logits" not in outputs
