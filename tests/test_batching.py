@@ -74,11 +74,19 @@ def test_padded_lengths_are_multiples_up_to_max_length_and_few_under_xla():
     assert Batching(multiple=8).padded_lengths(36) == (8, 16, 24, 32, 36)
     assert Batching(multiple=1).padded_lengths(3) == (1, 2, 3)
     assert FIXED.padded_lengths(128) == (128,)
-    # Under XLA at most XLA_LENGTHS shapes: steps of max_length / 8 rounded up to the multiple.
-    assert Batching(multiple=8).padded_lengths(128, xla=True) == tuple(range(16, 129, 16))
-    assert Batching(multiple=8).padded_lengths(384, xla=True) == tuple(range(48, 385, 48))
-    assert Batching(multiple=8).padded_lengths(100, xla=True) == (16, 32, 48, 64, 80, 96, 100)
-    assert len(Batching(multiple=1).padded_lengths(512, xla=True)) == XLA_LENGTHS
+    # Under XLA few shapes: XLA_LENGTHS steps of max_length / 8 rounded up to the multiple, and
+    # below the first step, powers of two from 8 (rounded up to the multiple).
+    assert Batching(multiple=8).padded_lengths(128, xla=True) == (8, *range(16, 129, 16))
+    assert Batching(multiple=8).padded_lengths(384, xla=True) == (8, 16, 32,
+                                                                  *range(48, 385, 48))
+    assert Batching(multiple=8).padded_lengths(100, xla=True) == (8, 16, 32, 48, 64, 80, 96,
+                                                                  100)
+    assert Batching(multiple=8).padded_lengths(64, xla=True) == tuple(range(8, 65, 8))
+    assert Batching(multiple=24).padded_lengths(512, xla=True) == (24, 48, *range(72, 505, 72),
+                                                                   512)
+    assert Batching(multiple=1).padded_lengths(512, xla=True) == (8, 16, 32,
+                                                                  *range(64, 513, 64))
+    assert len(Batching(multiple=1).padded_lengths(512, xla=True)) == XLA_LENGTHS + 3
     with pytest.raises(ValueError, match="at least 1"):
         Batching(multiple=0)
 

@@ -64,6 +64,43 @@ def test_prediction_compiles_with_xla_where_the_rule_prefers_it(monkeypatch, avx
     np.testing.assert_allclose(logits, model(arrays, training=False)["logits"], atol=1e-5)
 
 
+def test_a_few_short_texts_are_a_small_call_for_the_xla_rule(monkeypatch):
+    """The rule weighs each call as it is (its rows and their longest length), not batch_size x
+    max_seq_length: the BERT-Base-width model above on two short rows compiles with XLA."""
+    monkeypatch.setattr(tf.config, "list_logical_devices", lambda device_type=None: [])
+    monkeypatch.setattr(xla_choice, "_cpu_has_avx512", lambda: True)
+    keras.utils.set_random_seed(0)
+    model = BertClassifier(dataclasses.replace(_CONFIG, hidden_size=768, num_attention_heads=2,
+                                               intermediate_size=32), 3)
+    arrays = {key: value[:2] for key, value in _arrays(40, seed=1).items()}
+    logits = fine_tuning.predict(model, arrays, batch_size=32, batching=Batching())["logits"]
+    assert [jit for jit, _ in prediction._inference_functions[model]] == [True]
+    np.testing.assert_allclose(logits, model(arrays, training=False)["logits"], atol=1e-5)
+
+
+def test_under_xla_a_batch_pads_its_rows_to_a_power_of_two(monkeypatch):
+    """Calls of any number of rows give XLA only row counts 1, 2, 4, ... up to batch_size (each
+    shape compiles once); the padding rows' outputs are dropped."""
+    monkeypatch.setattr(prediction, "_prefers_xla", lambda *args: True)
+    keras.utils.set_random_seed(0)
+    model = BertClassifier(_CONFIG, 3)
+    shapes = []
+    outputs = prediction._outputs
+
+    def recording(run, batch, rows, output_fn):
+        shapes.append((len(batch["input_ids"]), rows))
+        return outputs(run, batch, rows, output_fn)
+    monkeypatch.setattr(prediction, "_outputs", recording)
+    for num_examples in (1, 3, 5, 6, 7, 11):
+        arrays = _arrays(num_examples, seed=num_examples)
+        logits = fine_tuning.predict(model, arrays, 4, Batching())["logits"]
+        np.testing.assert_allclose(logits, model(arrays, training=False)["logits"], atol=1e-5)
+    assert {padded for padded, _ in shapes} == {1, 2, 4}
+    assert sorted(rows for _, rows in shapes) == sorted(
+        [1, 3, 4, 1, 4, 2, 4, 3, 4, 4, 3])
+    assert all(padded >= rows for padded, rows in shapes)
+
+
 # A fifth task, written here as a user would: two labels over a CSV file. It needs its own
 # features, model, loss and head description, and nothing in the runner.
 _WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "good", "bad", "film", "plot", "very"]

@@ -25,6 +25,8 @@ DatasetFn = Callable[[tf.distribute.InputContext], tf.data.Dataset]
 
 # Under XLA every padded length is compiled once: the lengths are this many steps of max_length.
 XLA_LENGTHS = 8
+# ... and below the first of those steps, powers of two from this one.
+XLA_SHORTEST = 8
 # Rows sorted together for `group_by_length`, in training batches (transformers' mega-batch).
 GROUP_BATCHES = 50
 
@@ -54,15 +56,23 @@ class Batching:
     def padded_lengths(self, max_length: int, xla: bool = False) -> tuple[int, ...]:
         """The lengths a batch may be padded to, ascending, the last `max_length`.
 
-        Under XLA (which compiles each shape anew) they are at most `XLA_LENGTHS`; without it,
-        every multiple of `multiple`, since one trace serves them all.
+        Without XLA, every multiple of `multiple`, since one trace serves them all. Under XLA,
+        which compiles each shape anew, `XLA_LENGTHS` steps of max_length / XLA_LENGTHS (rounded
+        up to the multiple) and, below the first step, powers of two from `XLA_SHORTEST`: a
+        short text is not padded to a step (a sentence of 12 tokens to 32 of 256 would take a
+        third longer).
         """
         if self.pad_to_max_length:
             return (max_length,)
-        step = self.multiple
-        if xla:
-            step = _round_up(-(-max_length // XLA_LENGTHS), self.multiple)
-        return tuple(range(step, max_length, step)) + (max_length,)
+        if not xla:
+            return tuple(range(self.multiple, max_length, self.multiple)) + (max_length,)
+        step = _round_up(-(-max_length // XLA_LENGTHS), self.multiple)
+        short, power = set(), XLA_SHORTEST
+        while power < step:
+            short.add(_round_up(power, self.multiple))
+            power *= 2
+        return tuple(sorted(short - {step})) + tuple(range(step, max_length, step)) + \
+            (max_length,)
 
 
 FIXED = Batching(pad_to_max_length=True)
@@ -211,6 +221,20 @@ class ArrayExamples(IndexedExamples):
             [None, *value.shape[1:-1], None if cut and key in self.token_keys else
              value.shape[-1]][:value.ndim], tf.as_dtype(value.dtype))
             for key, value in self.arrays.items()}
+
+    def largest_batch_tokens(self, batch_size: int) -> int:
+        """Token positions in the largest batch of at most `batch_size` rows that `host_batch`
+        makes of these rows: their number times the longest row's padded length (times any
+        axes between, e.g. a multiple-choice example's endings)."""
+        rows = min(batch_size, self.num_examples)
+        if self.max_length is None:
+            return rows * int(np.prod(self.row_shape))
+        mask = self.arrays[INPUT_MASK]
+        width = self.max_length
+        if not self.batching.pad_to_max_length and self.num_examples:
+            padded_lengths = self.batching.padded_lengths(self.max_length)
+            width = padded_lengths[int(np.searchsorted(padded_lengths, self.lengths.max()))]
+        return rows * int(np.prod(mask.shape[1:-1])) * width
 
     @property
     def row_shape(self) -> tuple[int, ...]:

@@ -48,10 +48,10 @@ def predict_batches(model: keras.Model, examples: IndexedExamples, batch_size: i
     width = getattr(examples, "max_length", None)
     if examples.lengths is None or examples.batching.pad_to_max_length:
         batches, spec = _batches(examples, batch_size, None, xla)
-        run = _traced(model, xla, width, spec)
-        for batch in batches:
-            yield _outputs(run, batch, output_fn)
-        _log_traces(model, run, examples.num_examples, None)
+        function, run = _traced(model, xla, width, spec)
+        for batch, rows in batches:
+            yield _outputs(run, batch, rows, output_fn)
+        _log_traces(model, function, examples.num_examples, None)
         return
     rows_per_window = examples.num_examples if window is None else window * batch_size
     starts = range(0, examples.num_examples, max(rows_per_window, 1))
@@ -59,21 +59,20 @@ def predict_batches(model: keras.Model, examples: IndexedExamples, batch_size: i
                                                kind="stable") for start in starts]
                            or [np.zeros(0, np.int64)])
     batches, spec = _batches(examples, batch_size, order, xla)
-    run = _traced(model, xla, width, spec)
+    function, run = _traced(model, xla, width, spec)
     pending: list[dict[str, np.ndarray]] = []
     done = start = 0
     widths: set[int] = set()
-    for batch in batches:
-        shape = batch[next(iter(batch))].shape
-        widths.add(int(shape[-1]))
-        pending.append(_outputs(run, batch, output_fn))
-        done += int(shape[0])
+    for batch, rows in batches:
+        widths.add(int(batch[next(iter(batch))].shape[-1]))
+        pending.append(_outputs(run, batch, rows, output_fn))
+        done += rows
         if done - start == rows_per_window or done == examples.num_examples:
             inverse = np.argsort(order[start:done], kind="stable")
             yield {key: np.concatenate([outputs[key] for outputs in pending])[inverse]
                    for key in pending[0]}
             pending, start = [], done
-    _log_traces(model, run, examples.num_examples, widths)
+    _log_traces(model, function, examples.num_examples, widths)
 
 
 def predict(model: keras.Model, examples: IndexedExamples, batch_size: int,
@@ -87,16 +86,29 @@ def predict(model: keras.Model, examples: IndexedExamples, batch_size: int,
 
 
 def _batches(examples: IndexedExamples, batch_size: int, order: np.ndarray | None,
-             xla: bool) -> tuple[Iterable[dict], dict[str, tf.TensorSpec]]:
-    """The batches of the rows in `order` (None: in order) and their spec. In-memory features
-    are cut into batches on the host: an input pipeline gains nothing over numpy slices there,
-    and on 2 cores its threads could halve the model's speed from one call to the next."""
+             xla: bool) -> tuple[Iterable[tuple[dict, int]], dict[str, tf.TensorSpec]]:
+    """(batch, its number of rows) for the rows in `order` (None: in order), and the batches'
+    spec. In-memory features are cut into batches on the host: an input pipeline gains nothing
+    over numpy slices there, and on 2 cores its threads could halve the model's speed from one
+    call to the next. Under XLA, which compiles each shape anew, such a batch's rows are padded
+    with rows of zeros (no real token) to a power of two, at most `batch_size`: calls of any
+    number of rows then compile at most log2(batch_size) + 1 row counts of each length."""
     if not isinstance(examples, ArrayExamples):
         dataset = examples.prediction_dataset(batch_size, rows=order, xla=xla)
-        return dataset, dataset.element_spec
+        return ((batch, int(batch[next(iter(batch))].shape[0])) for batch in dataset), \
+            dataset.element_spec
     rows = np.arange(examples.num_examples) if order is None else order
-    return ((examples.host_batch(rows[start:start + batch_size], xla)
-             for start in range(0, len(rows), batch_size)), examples.batch_spec())
+
+    def batch(start):
+        chunk = rows[start:start + batch_size]
+        found = examples.host_batch(chunk, xla)
+        if xla and len(chunk) & (len(chunk) - 1):
+            padded = min(1 << len(chunk).bit_length(), batch_size)
+            found = {key: np.concatenate([value, np.zeros((padded - len(chunk),
+                                                           *value.shape[1:]), value.dtype)])
+                     for key, value in found.items()}
+        return found, len(chunk)
+    return (batch(start) for start in range(0, len(rows), batch_size)), examples.batch_spec()
 
 
 def traces(model: keras.Model) -> int:
@@ -105,10 +117,12 @@ def traces(model: keras.Model) -> int:
                for function in _inference_functions.get(model, {}).values())
 
 
-def _outputs(run, batch: dict, output_fn: OutputFn | None) -> dict[str, np.ndarray]:
+def _outputs(run, batch: dict, rows: int, output_fn: OutputFn | None) -> dict[str, np.ndarray]:
+    """The outputs of the batch's first `rows` rows (the others are padding)."""
     outputs = run(batch)
     outputs = output_fn(outputs, batch) if output_fn else outputs
-    return {key: value.numpy() for key, value in outputs.items() if isinstance(value, tf.Tensor)}
+    return {key: value.numpy()[:rows] for key, value in outputs.items()
+            if isinstance(value, tf.Tensor)}
 
 
 def _log_traces(model: keras.Model, run, num_rows: int, widths: set[int] | None) -> None:
@@ -118,12 +132,14 @@ def _log_traces(model: keras.Model, run, num_rows: int, widths: set[int] | None)
 
 
 def _prefers_xla(model: keras.Model, examples: IndexedExamples, batch_size: int) -> bool:
-    """The XLA rule for BERT's task models (they carry a config); other models run as a graph."""
+    """The XLA rule for BERT's task models (they carry a config), for the size of the largest
+    call these examples make (a few short texts are a small call whatever `batch_size` is);
+    other models run as a graph."""
     config = getattr(model, "config", None)
     if config is None or not isinstance(examples, ArrayExamples):
         return False
-    tokens = batch_size * int(np.prod(examples.row_shape))
-    return prefers_xla(model.compute_dtype, tokens, config.hidden_size, forward_only=True)
+    return prefers_xla(model.compute_dtype, examples.largest_batch_tokens(batch_size),
+                       config.hidden_size, forward_only=True)
 
 
 # One compiled inference function per model, XLA choice and output width, so that repeated
@@ -131,9 +147,11 @@ def _prefers_xla(model: keras.Model, examples: IndexedExamples, batch_size: int)
 _inference_functions: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _traced(model: keras.Model, jit_compile: bool, width: int | None,
-            spec) -> tf.types.experimental.PolymorphicFunction:
-    """`model(batch, training=False)` as a tf.function, traced for the batches' spec.
+def _traced(model: keras.Model, jit_compile: bool, width: int | None, spec
+            ) -> tuple[tf.types.experimental.PolymorphicFunction,
+                       tf.types.experimental.ConcreteFunction]:
+    """`model(batch, training=False)` as a tf.function, and its trace for the batches' spec
+    (called directly: a tf.function's own dispatch costs about a millisecond a call).
 
     The spec leaves the batch size (and, with batches cut to their length, the length) unknown,
     so one trace serves every batch; XLA compiles it once per shape. Output axes of unknown size
@@ -149,8 +167,7 @@ def _traced(model: keras.Model, jit_compile: bool, width: int | None,
                 lambda value: _pad_unknown_axes(value, width), outputs)
         functions[jit_compile, width] = tf.function(run, jit_compile=jit_compile)
     function = functions[jit_compile, width]
-    function.get_concrete_function(spec)
-    return function
+    return function, function.get_concrete_function(spec)
 
 
 def _pad_unknown_axes(value: tf.Tensor, width: int) -> tf.Tensor:
