@@ -80,7 +80,7 @@ def test_a_few_short_texts_are_a_small_call_for_the_xla_rule(monkeypatch):
 
 def test_under_xla_a_batch_pads_its_rows_to_a_power_of_two(monkeypatch):
     """Calls of any number of rows give XLA only row counts 1, 2, 4, ... up to batch_size (each
-    shape compiles once); the padding rows' outputs are dropped."""
+    shape compiles once); the padding rows' outputs are dropped before `output_fn` sees them."""
     monkeypatch.setattr(prediction, "_prefers_xla", lambda *args: True)
     keras.utils.set_random_seed(0)
     model = BertClassifier(_CONFIG, 3)
@@ -91,10 +91,16 @@ def test_under_xla_a_batch_pads_its_rows_to_a_power_of_two(monkeypatch):
         shapes.append((len(batch["input_ids"]), rows))
         return outputs(run, batch, rows, output_fn)
     monkeypatch.setattr(prediction, "_outputs", recording)
+    seen = []
+
+    def count(outputs, batch):
+        seen.append((int(outputs["logits"].shape[0]), len(batch["input_ids"])))
+        return outputs
     for num_examples in (1, 3, 5, 6, 7, 11):
         arrays = _arrays(num_examples, seed=num_examples)
-        logits = fine_tuning.predict(model, arrays, 4, Batching())["logits"]
+        logits = fine_tuning.predict(model, arrays, 4, Batching(), output_fn=count)["logits"]
         np.testing.assert_allclose(logits, model(arrays, training=False)["logits"], atol=1e-5)
+    assert seen == [(rows, rows) for _, rows in shapes]
     assert {padded for padded, _ in shapes} == {1, 2, 4}
     assert sorted(rows for _, rows in shapes) == sorted(
         [1, 3, 4, 1, 4, 2, 4, 3, 4, 4, 3])

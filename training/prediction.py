@@ -118,11 +118,15 @@ def traces(model: keras.Model) -> int:
 
 
 def _outputs(run, batch: dict, rows: int, output_fn: OutputFn | None) -> dict[str, np.ndarray]:
-    """The outputs of the batch's first `rows` rows (the others are padding)."""
+    """The outputs of the batch's first `rows` rows; rows after them are padding, which
+    `output_fn` does not see."""
     outputs = run(batch)
+    if rows < len(next(iter(batch.values()))):
+        outputs = {key: value[:rows] if isinstance(value, tf.Tensor) else value
+                   for key, value in outputs.items()}
+        batch = {key: value[:rows] for key, value in batch.items()}
     outputs = output_fn(outputs, batch) if output_fn else outputs
-    return {key: value.numpy()[:rows] for key, value in outputs.items()
-            if isinstance(value, tf.Tensor)}
+    return {key: value.numpy() for key, value in outputs.items() if isinstance(value, tf.Tensor)}
 
 
 def _log_traces(model: keras.Model, run, num_rows: int, widths: set[int] | None) -> None:
