@@ -114,7 +114,7 @@ def _batches(examples: IndexedExamples, batch_size: int, order: np.ndarray | Non
 def traces(model: keras.Model) -> int:
     """How many times prediction has traced `model` (over every XLA choice and width)."""
     return sum(function.experimental_get_tracing_count()
-               for function in _inference_functions.get(model, {}).values())
+               for function, _ in _inference_functions.get(model, {}).values())
 
 
 def _outputs(run, batch: dict, rows: int, output_fn: OutputFn | None) -> dict[str, np.ndarray]:
@@ -146,16 +146,17 @@ def _prefers_xla(model: keras.Model, examples: IndexedExamples, batch_size: int)
                        config.hidden_size, forward_only=True)
 
 
-# One compiled inference function per model, XLA choice and output width, so that repeated
-# evaluations reuse its traces.
+# One compiled inference function per model, XLA choice and output width, with its traces by
+# batch spec, so that repeated evaluations reuse them.
 _inference_functions: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _traced(model: keras.Model, jit_compile: bool, width: int | None, spec
             ) -> tuple[tf.types.experimental.PolymorphicFunction,
                        tf.types.experimental.ConcreteFunction]:
-    """`model(batch, training=False)` as a tf.function, and its trace for the batches' spec
-    (called directly: a tf.function's own dispatch costs about a millisecond a call).
+    """`model(batch, training=False)` as a tf.function, and its trace for the batches' spec,
+    kept, and called directly: a tf.function's own dispatch and the trace's lookup would add
+    about a millisecond to each call, a tenth of a short text's.
 
     The spec leaves the batch size (and, with batches cut to their length, the length) unknown,
     so one trace serves every batch; XLA compiles it once per shape. Output axes of unknown size
@@ -169,9 +170,12 @@ def _traced(model: keras.Model, jit_compile: bool, width: int | None, spec
             outputs = model_ref()(batch, training=False)
             return outputs if width is None else tf.nest.map_structure(
                 lambda value: _pad_unknown_axes(value, width), outputs)
-        functions[jit_compile, width] = tf.function(run, jit_compile=jit_compile)
-    function = functions[jit_compile, width]
-    return function, function.get_concrete_function(spec)
+        functions[jit_compile, width] = tf.function(run, jit_compile=jit_compile), {}
+    function, traces_by_spec = functions[jit_compile, width]
+    key = tuple(sorted(spec.items()))
+    if key not in traces_by_spec:
+        traces_by_spec[key] = function.get_concrete_function(spec)
+    return function, traces_by_spec[key]
 
 
 def _pad_unknown_axes(value: tf.Tensor, width: int) -> tf.Tensor:
