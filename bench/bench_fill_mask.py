@@ -7,7 +7,8 @@ checkpoint and converted with `convert_checkpoint.py`'s writer (`--to=hf`) for t
 sentences are real text: WikiText-2 test sentences with one [MASK], and others with two, in place
 of random words. Judged per [MASK]: the top-5 token ids identical, their probabilities within
 1e-5. Speed, nothing else running: the warm latency for one sentence (median of 30 calls) and the
-throughput over all the sentences, batches of 64 on both sides (`pipeline(..., batch_size=64)`).
+throughput over all the sentences (median of 3 rounds), batches of 64 on both sides
+(`pipeline(..., batch_size=64)`), the two called in turn.
 The model is small (2 layers, H=128), so the speed figures weigh the code around the model more
 than a full-size BERT's would.
 
@@ -29,7 +30,7 @@ import numpy as np
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
-from bench.bench_sentence_embeddings import BATCH, latency, throughput  # noqa: E402
+from bench.bench_sentence_embeddings import BATCH, speeds  # noqa: E402
 from bench.machine import machine_description, machine_label  # noqa: E402
 from utils.output_files import write_text_atomically  # noqa: E402
 
@@ -104,9 +105,8 @@ def main() -> None:
                 worst = max(worst, float(np.max(np.abs(
                     np.array([s.probability for s in mine]) -
                     np.array([r["score"] for r in theirs])))))
-    speed = {name: {"latency_ms": 1000 * latency(fill, sentences[0]),
-                    "sentences_per_second": throughput(fill, sentences)}
-             for name, fill in (("this project", fill_ours), ("transformers", fill_theirs))}
+    speed = speeds({"this project": fill_ours, "transformers": fill_theirs}, sentences[0],
+                   sentences)
     machine = machine_description()
     lines = [f"{machine_label(machine)}; the original's tiny checkpoint; {len(sentences)} "
              f"WikiText-2 sentences ({args.sentences} with one [MASK], {args.sentences} with two)",

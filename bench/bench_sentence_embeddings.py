@@ -7,7 +7,8 @@ normalisation and max_seq_length (256) from the folder. Judged on the STS-B test
 (`../shared/data/glue/STS-B/original/sts-test.tsv`): the cosine similarity of each sentence's two
 vectors (at least 0.99999 wanted), and the Spearman correlation of each pair's cosine similarity
 with the gold score, for both. Speed, nothing else running: the warm per-call latency for one
-sentence (median of 30 calls) and the throughput over the SST-2 dev sentences (872), batches of 64.
+sentence (median of 30 calls) and the throughput over the SST-2 dev sentences (872), batches of 64
+(median of 3 rounds), the two called in turn.
 
     pip install -r bench/requirements.txt
     python -m bench.bench_sentence_embeddings
@@ -62,21 +63,29 @@ def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))
 
 
-def latency(encode, sentence: str, calls: int = 30) -> float:
-    encode([sentence])
-    times = []
+def speeds(contenders: dict, latency_text: str, sentences: list[str], calls: int = 30,
+           rounds: int = 3) -> dict[str, dict[str, float]]:
+    """Each contender's warm latency for `[latency_text]` (median of `calls`) and throughput
+    over `sentences` (median of `rounds`), the contenders called in turn, call by call, so that
+    the machine's drift weighs on all of them alike."""
+    times = {name: {"latency": [], "throughput": []} for name in contenders}
+    for encode in contenders.values():
+        encode([latency_text])
+        encode(sentences[:BATCH])
     for _ in range(calls):
-        start = time.perf_counter()
-        encode([sentence])
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
-def throughput(encode, sentences: list[str]) -> float:
-    encode(sentences[:BATCH])
-    start = time.perf_counter()
-    encode(sentences)
-    return len(sentences) / (time.perf_counter() - start)
+        for name, encode in contenders.items():
+            start = time.perf_counter()
+            encode([latency_text])
+            times[name]["latency"].append(time.perf_counter() - start)
+    for _ in range(rounds):
+        for name, encode in contenders.items():
+            start = time.perf_counter()
+            encode(sentences)
+            times[name]["throughput"].append(time.perf_counter() - start)
+    return {name: {"latency_ms": 1000 * statistics.median(spent["latency"]),
+                   "sentences_per_second": len(sentences) / statistics.median(
+                       spent["throughput"])}
+            for name, spent in times.items()}
 
 
 def main() -> None:
@@ -111,10 +120,8 @@ def main() -> None:
               for name, v in vectors.items()}
     with open(os.path.join(args.shared_data, "glue", "SST-2", "dev.tsv"), encoding="utf-8") as f:
         sst2 = [line.split("\t")[0] for line in f.read().splitlines()[1:] if line]
-    speed = {name: {"latency_ms": 1000 * latency(encode, sst2[0]),
-                    "sentences_per_second": throughput(encode, sst2)}
-             for name, encode in (("this project", encode_ours),
-                                  ("sentence-transformers", encode_theirs))}
+    speed = speeds({"this project": encode_ours, "sentence-transformers": encode_theirs},
+                   sst2[0], sst2)
     machine = machine_description()
     lines = [f"{machine_label(machine)}; {len(sentences)} STS-B test sentences, "
              f"{len(sst2)} SST-2 dev sentences", "",
