@@ -157,3 +157,24 @@ def test_the_training_step_is_traced_once(tmp_path, monkeypatch):
     _train(tmp_path, 3)
     assert len(steps) == 1
     assert steps[0].experimental_get_tracing_count() == 1
+
+
+def test_graph_optimizations_are_off_while_a_float32_model_trains_on_cpu_then_back(tmp_path):
+    """Grappler's passes took about a second of the first step and made no CPU step faster:
+    they are off while the step is traced and run, and the options are as before afterwards."""
+    seen = []
+
+    def loss(outputs, batch, normaliser):  # runs as the step is traced
+        seen.append(tf.config.optimizer.get_experimental_options().get("disable_meta_optimizer"))
+        return _loss(outputs, batch, normaliser)
+
+    before = tf.config.optimizer.get_experimental_options()
+    keras.utils.set_random_seed(7)
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    with strategy.scope():
+        model = BertClassifier(BertConfig(vocab_size=30, hidden_size=16, num_hidden_layers=1,
+                                          num_attention_heads=2, intermediate_size=32), 2)
+        optimizer = create_optimizer(1e-3, 2, 0)
+    _fit(strategy, model, optimizer, loss, _arrays(), TrainingConfig(2, str(tmp_path)))
+    assert seen == [True]
+    assert tf.config.optimizer.get_experimental_options() == before

@@ -18,7 +18,7 @@ def evaluate(model: keras.Model, dataset: tf.data.Dataset, metric_sums_fn: Metri
     `loss`, when `loss_fn` is given, is the mean over batches of the batch loss, as the original's
     Estimator reports it.
     """
-    @tf.function
+    @tf.function(autograph=False)  # as the training step (`Trainer.make_step`)
     def step(batch):
         outputs = model(batch, training=False)
         sums = metric_sums_fn(outputs, batch)

@@ -170,7 +170,8 @@ def _traced(model: keras.Model, jit_compile: bool, width: int | None, spec
             outputs = model_ref()(batch, training=False)
             return outputs if width is None else tf.nest.map_structure(
                 lambda value: _pad_unknown_axes(value, width), outputs)
-        functions[jit_compile, width] = tf.function(run, jit_compile=jit_compile), {}
+        functions[jit_compile, width] = tf.function(run, jit_compile=jit_compile,
+                                                    autograph=False), {}
     function, traces_by_spec = functions[jit_compile, width]
     key = tuple(sorted(spec.items()))
     if key not in traces_by_spec:
