@@ -81,8 +81,9 @@ def _graph_options(model: keras.Model):
     """TensorFlow's graph optimizer (Grappler) off while a float32 model trains on CPU.
 
     Its passes take about a second of the first step, when the step's graph is instantiated
-    (MiniLM at 128 tokens: 3.3 against 4.2 s), and made no step slower without them (RTE:
-    1.93-1.97 s a step either way; an SST-2 epoch 46.5 against 45.4-46.0 examples/s). They are
+    (MiniLM at 128 tokens: 3.3 against 4.2 s), and made no step slower without them (MiniLM
+    on RTE: 1.93-1.97 s a step either way; BERT-Base at 8 x 128: 3.07-3.13 against 2.99-3.22
+    s). They are
     off for the whole loop because a function called under other options is instantiated
     again. GPUs, TPUs and other dtypes keep them (not measured).
     """
