@@ -83,9 +83,8 @@ def _graph_options(model: keras.Model):
     Its passes take about a second of the first step, when the step's graph is instantiated
     (MiniLM at 128 tokens: 3.3 against 4.2 s), and made no step slower without them (MiniLM
     on RTE: 1.93-1.97 s a step either way; BERT-Base at 8 x 128: 3.07-3.13 against 2.99-3.22
-    s). They are
-    off for the whole loop because a function called under other options is instantiated
-    again. GPUs, TPUs and other dtypes keep them (not measured).
+    s). They are off for the whole loop because a function called under other options is
+    instantiated again. GPUs, TPUs and other dtypes keep them (not measured).
     """
     accelerated = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU")
     if accelerated or model.compute_dtype != "float32":
