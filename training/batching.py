@@ -208,10 +208,14 @@ class ArrayExamples(IndexedExamples):
         batch = {key: value[rows] for key, value in self.arrays.items()}
         if self.lengths is None or self.batching.pad_to_max_length or not len(rows):
             return batch
-        padded_lengths = self.batching.padded_lengths(self.max_length, xla)
-        width = padded_lengths[int(np.searchsorted(padded_lengths, self.lengths[rows].max()))]
+        width = self._padded_width(int(self.lengths[rows].max()), xla)
         return {key: value[..., :width] if key in self.token_keys else value
                 for key, value in batch.items()}
+
+    def _padded_width(self, longest: int, xla: bool = False) -> int:
+        """The length a batch whose longest row has `longest` tokens is padded to."""
+        padded_lengths = self.batching.padded_lengths(self.max_length, xla)
+        return padded_lengths[int(np.searchsorted(padded_lengths, longest))]
 
     def batch_spec(self) -> dict[str, tf.TensorSpec]:
         """The spec of the batches `gather_fn` makes: any number of rows and, unless batches are
@@ -230,10 +234,7 @@ class ArrayExamples(IndexedExamples):
         if self.max_length is None:
             return rows * int(np.prod(self.row_shape))
         mask = self.arrays[INPUT_MASK]
-        width = self.max_length
-        if not self.batching.pad_to_max_length and self.num_examples:
-            padded_lengths = self.batching.padded_lengths(self.max_length)
-            width = padded_lengths[int(np.searchsorted(padded_lengths, self.lengths.max()))]
+        width = self._padded_width(int(self.lengths.max())) if self.num_examples else 0
         return rows * int(np.prod(mask.shape[1:-1])) * width
 
     @property
