@@ -58,7 +58,8 @@ def assert_matches_step(arrays, names, step, variables, slots):
 
 @pytest.fixture(params=["plain_ops", "xla_update"])
 def update_kernel(request, monkeypatch):
-    """Each variable's update by plain ops, or by its XLA computation (the path of large ones)."""
+    """Updates by plain ops (the path of small variables: AdamWeightDecay's and LAMB's excluded
+    ones grouped, LAMB's others one by one), or each variable's XLA computation (large ones)."""
     threshold = 1 << 62 if request.param == "plain_ops" else 0
     monkeypatch.setattr(optimizer_module, "_XLA_UPDATE_MIN_ELEMENTS", threshold)
     return request.param
@@ -180,6 +181,42 @@ def test_without_clipping_takes_the_raw_gradient_and_sparse_equals_dense():
     expected_table = _adam_weight_decay_step(table0, zeros, zeros, dense_table_grad, 0.1, True)[0]
     np.testing.assert_allclose(kernel.numpy(), expected_kernel, rtol=1e-5)
     np.testing.assert_allclose(table.numpy(), expected_table, rtol=1e-5)
+
+
+@pytest.mark.parametrize("optimizer_type", ["adamw", "lamb"])
+def test_grouped_update_of_small_variables_equals_one_update_each(optimizer_type):
+    """Small variables updated together, over their concatenation, get bit for bit the values of
+    one update each; 1-D and 2-D, decayed and excluded, a sparse gradient among them."""
+    rng = np.random.default_rng(3)
+    paths = ["layer_0/attention/query/bias", "layer_0/output_layer_norm/gamma",
+             "embeddings/token_type_embeddings", "classifier/output_weights",
+             "layer_0/output/bias"]
+    shapes = [(3,), (3,), (2, 3), (2, 3), (4,)]
+    init = [rng.normal(size=s).astype(np.float32) for s in shapes]
+    steps = [[rng.normal(size=s).astype(np.float32) * (t + 1) for s in shapes]
+             for t in range(3)]
+
+    def gradients(values):  # the token-type table's gradient as sparse rows, as a lookup's
+        return [tf.IndexedSlices(tf.constant(g[1:]), tf.constant([1]),
+                                 tf.constant([2, 3])) if i == 2
+                else tf.constant(g) for i, g in enumerate(values)]
+
+    results = {}
+    for grouped in (True, False):
+        variables = [make_variable(p, w) for p, w in zip(paths, init)]
+        optimizer = create_optimizer(0.01, 10, 0, optimizer_type=optimizer_type)
+        if not grouped:
+            optimizer._elementwise = lambda index: False
+        step = tf.function(lambda g: optimizer.apply(g, variables))
+        for values in steps:
+            step(gradients(values))
+        slots = optimizer.moment_slots()
+        results[grouped] = [(v.numpy(), *(s.numpy() for s in slots[v.path])) for v in variables]
+    for path, got, want in zip(paths, results[True], results[False]):
+        for name, a, b in zip(("value", "adam_m", "adam_v"), got, want):
+            np.testing.assert_array_equal(a, b, err_msg=f"{name} of {path}")
+    # The three steps moved every variable.
+    assert all(not np.array_equal(got[0], w) for got, w in zip(results[True], init))
 
 
 def _lamb_reference(values, grads_per_step, lrs, excluded, clip_norm=1.0):
