@@ -1,7 +1,8 @@
 """Model Garden checkpoints and TF-Hub encoder SavedModels, against Model Garden's own outputs.
 
 The fixtures under tests/fixtures_model_garden/ were written by Model Garden's code
-(`make_fixtures.py` there, run with tf-models-nightly); `outputs.npz` holds its outputs.
+(`make_fixtures.py` there, run with tf-models-nightly); `outputs.npz` and
+`outputs_hub_masked_lm.npz` hold its outputs.
 """
 import pathlib
 import shutil
@@ -64,6 +65,33 @@ def _check_masked_lm_logits(loaded) -> dict:
     return outputs
 
 
+def test_a_tf_hub_saved_model_exported_with_its_masked_lm_is_read_with_it():
+    """`export_tfhub_lib` `with_mlm=True`: the encoder and the `mlm` object's masked-LM head, the
+    logits those of the SavedModel's own `mlm` signature."""
+    folder = str(FIXTURES / "hub_masked_lm")
+    assert detect_format(folder) == TF_HUB
+    loaded = read_model(folder)
+    assert loaded.spec.head == "masked_lm" and loaded.do_lower_case is True
+    expected = np.load(FIXTURES / "outputs_hub_masked_lm.npz")
+    outputs = loaded.model(_features(with_positions=True), training=False)
+    want = expected["hub_masked_lm/mlm_logits"]
+    np.testing.assert_allclose(outputs["masked_lm_logits"].numpy().reshape(want.shape), want,
+                               atol=1e-5, rtol=0)
+    for name in ("sequence_output", "pooled_output"):
+        np.testing.assert_allclose(outputs[name].numpy(), expected[f"hub_masked_lm/{name}"],
+                                   atol=1e-5, rtol=0, err_msg=name)
+    # Fill-mask takes it as it is; its first choice is the signature's highest logit.
+    from serving.text_tasks import FillMask
+    (masks,) = FillMask.from_checkpoint(folder, max_seq_length=16)(["w3 w7 [MASK] w9"], top_k=3)
+    hub = tf.saved_model.load(folder)
+    ids = np.array([[2, 8, 12, 4, 14, 3]], np.int32)  # [CLS] w3 w7 [MASK] w9 [SEP]
+    logits = hub.mlm(dict(input_word_ids=ids, input_mask=np.ones_like(ids),
+                          input_type_ids=np.zeros_like(ids),
+                          masked_lm_positions=np.array([[3]], np.int32)),
+                     training=False)["mlm_logits"].numpy()[0, 0]
+    assert [choice.token_id for choice in masks[0]] == list(np.argsort(-logits)[:3])
+
+
 def test_pretrainer_brings_its_heads():
     loaded = read_model(str(FIXTURES / "pretrainer"))
     assert loaded.spec.head == "pretraining"
@@ -74,12 +102,14 @@ def test_pretrainer_brings_its_heads():
                                OUTPUTS["pretrainer/sequence_output"], atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("folder", ["encoder", "pretrainer", "hub_encoder"])
+@pytest.mark.parametrize("folder", ["encoder", "pretrainer", "hub_encoder", "hub_masked_lm"])
 def test_init_checkpoint_loads_the_encoder(folder, caplog):
     model = BertEncoder(read_model(str(FIXTURES / "encoder")).model.config)
     found = load_checkpoint(model, str(FIXTURES / folder))
     assert found in (MODEL_GARDEN, TF_HUB)
-    key = {"encoder": "encoder", "pretrainer": "pretrainer", "hub_encoder": "hub"}[folder]
+    # The SavedModel with its masked-LM holds the pretrainer's weights.
+    key = {"encoder": "encoder", "pretrainer": "pretrainer", "hub_encoder": "hub",
+           "hub_masked_lm": "pretrainer"}[folder]
     np.testing.assert_allclose(model(_features(), training=False)["pooled_output"].numpy(),
                                OUTPUTS[f"{key}/pooled_output"], atol=1e-5, rtol=0)
 

@@ -148,11 +148,12 @@ def read_hf_folder(found: FoundCheckpoint, files: FolderFiles) -> LoadedModel:
 
 
 def read_tf_hub_folder(found: FoundCheckpoint, files: FolderFiles) -> LoadedModel:
-    """A TF-Hub encoder SavedModel's encoder; the vocabulary is its `assets/vocab.txt`."""
+    """A TF-Hub encoder SavedModel's encoder, with its masked-LM head where it was exported with
+    one; the vocabulary is its `assets/vocab.txt`."""
     given = BertConfig.from_json_file(files.bert_config_file) if files.bert_config_file else None
     config, values, do_lower_case = read_tf_hub_values(found.path, given)
     vocab_file = _vocab(os.path.join(found.path, "assets"), files, config)
-    spec = ModelSpec("encoder")
+    spec = detect_model_spec({name: value.shape for name, value in values.items()}, found.path)
     model = build_model(config, spec)
     assign_tf1_values(model, values, found.path)
     return LoadedModel(model, spec, vocab_file, do_lower_case)

@@ -90,6 +90,10 @@ MASKED_LM_ROWS = (("cls/predictions/transform/dense/kernel", "dense/kernel", SAM
                   ("cls/predictions/transform/LayerNorm/gamma", "layer_norm/gamma", SAME),
                   ("cls/predictions/transform/LayerNorm/beta", "layer_norm/beta", SAME),
                   ("cls/predictions/output_bias", "bias", SAME))
+# A TF-Hub SavedModel's masked-LM variables (Model Garden's MaskedLM layer, `cls/predictions`,
+# below the pretrainer's name scope) by original name: the same names, but for the output bias.
+HUB_MASKED_LM_NAMES = {tf1: tf1 for tf1, _, _ in MASKED_LM_ROWS} | {
+    "cls/predictions/output_bias": "cls/predictions/output_bias/bias"}
 NEXT_SENTENCE_ROWS = (("cls/seq_relationship/output_weights", "out_proj/kernel", TRANSPOSE),
                       ("cls/seq_relationship/output_bias", "out_proj/bias", SAME))
 
@@ -243,7 +247,9 @@ def read_model_garden_config(folder: str, source: str) -> BertConfig | None:
 
 def read_tf_hub_values(folder: str, config: BertConfig | None = None
                        ) -> tuple[BertConfig, dict[str, np.ndarray], bool | None]:
-    """(config, {original name: array}, do_lower_case) of a TF-Hub BERT encoder SavedModel.
+    """(config, {original name: array}, do_lower_case) of a TF-Hub BERT encoder SavedModel, with
+    its masked-LM head where it was exported with one (`export_tfhub_lib` `with_mlm`: an `mlm`
+    object over the same encoder).
 
     Args:
         folder: the SavedModel.
@@ -267,6 +273,18 @@ def read_tf_hub_values(folder: str, config: BertConfig | None = None
             values[tf1] = to_original(variables.pop(name).numpy(), reshape)
         else:
             missing.append(name)
+    encoder = {id(v) for v in loaded.variables}
+    # The masked-LM's own variables; its table is the encoder's word embeddings.
+    head = {v.name.split(":")[0]: v for v in getattr(getattr(loaded, "mlm", None), "variables", ())
+            if id(v) not in encoder}
+    if head:
+        for tf1, saved in HUB_MASKED_LM_NAMES.items():
+            name = next((n for n in head if n == saved or n.endswith("/" + saved)), None)
+            if name is None:
+                missing.append(f"mlm {tf1}")
+            else:
+                values[tf1] = head.pop(name).numpy()
+        variables.update({f"mlm {name}": v for name, v in head.items()})
     if missing or variables:
         raise UnsupportedCheckpointError(
             f"{folder}: not a BERT encoder of its config: missing {', '.join(missing) or '-'}; "

@@ -14,10 +14,17 @@ next-sentence heads) with random weights, saved as the releases were made:
 - `hub_encoder/`: the encoder exported by `official/nlp/tools/export_tfhub_lib.py` (a TF-Hub BERT
   encoder SavedModel: input_word_ids/input_mask/input_type_ids -> pooled_output, sequence_output,
   encoder_outputs);
-- `outputs.npz`: fixed inputs and Model Garden's outputs on them.
+- `hub_masked_lm/`: the pretrainer's encoder and masked-LM exported by `export_tfhub_lib.py`
+  `with_mlm=True` (its `mlm` signature adds `masked_lm_positions` -> `mlm_logits`), from the
+  checkpoint of the pretrainer's `checkpoint_items` (`encoder=`, `masked_lm=`);
+- `outputs.npz`: fixed inputs and Model Garden's outputs on them; `outputs_hub_masked_lm.npz`:
+  the `mlm` signature's outputs on the same inputs.
+
+`python make_fixtures.py hub_masked_lm` writes only the last two, from `pretrainer/`.
 """
 import os
 import shutil
+import sys
 
 import numpy as np
 import tensorflow as tf
@@ -103,14 +110,8 @@ def main():
 
     hub_folder = os.path.join(HERE, "hub_encoder")
     shutil.rmtree(hub_folder, ignore_errors=True)
-    bert_config = legacy_configs.BertConfig(
-        vocab_size=cfg["vocab_size"], hidden_size=cfg["hidden_size"],
-        num_hidden_layers=cfg["num_layers"], num_attention_heads=cfg["num_attention_heads"],
-        intermediate_size=cfg["intermediate_size"], hidden_act=cfg["hidden_activation"],
-        max_position_embeddings=cfg["max_position_embeddings"],
-        type_vocab_size=cfg["type_vocab_size"], initializer_range=cfg["initializer_range"])
     export_tfhub_lib.export_model(
-        hub_folder, bert_config=bert_config,
+        hub_folder, bert_config=legacy_bert_config(cfg),
         model_checkpoint_path=os.path.join(folder, "bert_model.ckpt"), with_mlm=False,
         vocab_file=os.path.join(folder, "vocab.txt"), do_lower_case=True)
     hub = tf.saved_model.load(hub_folder)
@@ -137,7 +138,47 @@ def main():
     results.update({f"pretrainer/{k}": outputs[k].numpy()
                     for k in ("sequence_output", "pooled_output", "mlm_logits", "next_sentence")})
     np.savez(os.path.join(HERE, "outputs.npz"), **features, **results)
+    write_hub_masked_lm(cfg, features)
+
+
+def legacy_bert_config(cfg):
+    return legacy_configs.BertConfig(
+        vocab_size=cfg["vocab_size"], hidden_size=cfg["hidden_size"],
+        num_hidden_layers=cfg["num_layers"], num_attention_heads=cfg["num_attention_heads"],
+        intermediate_size=cfg["intermediate_size"], hidden_act=cfg["hidden_activation"],
+        max_position_embeddings=cfg["max_position_embeddings"],
+        type_vocab_size=cfg["type_vocab_size"], initializer_range=cfg["initializer_range"])
+
+
+def write_hub_masked_lm(cfg, features):
+    """`hub_masked_lm/` and its outputs, from the weights of `pretrainer/`."""
+    pretrainer = models.BertPretrainerV2(
+        encoder_network=build_encoder(cfg),
+        mlm_activation=tf_utils.get_activation(cfg["hidden_activation"]))
+    pretrainer(features)
+    tf.train.Checkpoint(model=pretrainer).read(
+        os.path.join(HERE, "pretrainer", "bert_model.ckpt")).expect_partial()
+    items = os.path.join(HERE, "hub_masked_lm_items")
+    shutil.rmtree(items, ignore_errors=True)
+    checkpoint = tf.train.Checkpoint(**pretrainer.checkpoint_items)
+    checkpoint.save_counter  # Created, as Google's converter's `checkpoint.save` writes it.
+    prefix = checkpoint.write(os.path.join(items, "bert_model.ckpt"))
+    folder = os.path.join(HERE, "hub_masked_lm")
+    shutil.rmtree(folder, ignore_errors=True)
+    export_tfhub_lib.export_model(
+        folder, bert_config=legacy_bert_config(cfg), model_checkpoint_path=prefix,
+        with_mlm=True, vocab_file=os.path.join(HERE, "pretrainer", "vocab.txt"),
+        do_lower_case=True)
+    shutil.rmtree(items)
+    hub = tf.saved_model.load(folder)
+    outputs = hub.mlm(features, training=False)
+    np.savez(os.path.join(HERE, "outputs_hub_masked_lm.npz"),
+             **{f"hub_masked_lm/{k}": outputs[k].numpy()
+                for k in ("sequence_output", "pooled_output", "mlm_logits")})
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["hub_masked_lm"]:
+        write_hub_masked_lm(ENCODER_CONFIG, inputs(ENCODER_CONFIG, np.random.default_rng(1234)))
+    else:
+        main()
