@@ -18,6 +18,7 @@ from modeling.checkpoints.model_garden import object_paths
 from modeling.checkpoints.names import tf1_name_map
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
+from serving.text_tasks import FillMask
 
 FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures_model_garden"
 OUTPUTS = np.load(FIXTURES / "outputs.npz")
@@ -81,7 +82,6 @@ def test_a_tf_hub_saved_model_exported_with_its_masked_lm_is_read_with_it():
         np.testing.assert_allclose(outputs[name].numpy(), expected[f"hub_masked_lm/{name}"],
                                    atol=1e-5, rtol=0, err_msg=name)
     # Fill-mask takes it as it is; its first choice is the signature's highest logit.
-    from serving.text_tasks import FillMask
     (masks,) = FillMask.from_checkpoint(folder, max_seq_length=16)(["w3 w7 [MASK] w9"], top_k=3)
     hub = tf.saved_model.load(folder)
     ids = np.array([[2, 8, 12, 4, 14, 3]], np.int32)  # [CLS] w3 w7 [MASK] w9 [SEP]
