@@ -144,6 +144,34 @@ def test_group_by_length_sorts_each_group_of_the_same_shuffle_longest_first():
             rows_grouped, rows_plain[np.argsort(-examples.lengths[rows_plain], kind="stable")])
 
 
+def test_group_by_length_groups_each_epoch_on_its_own():
+    """70 rows in batches of 4 (groups of 16 rows): each epoch's last group is what is left of
+    that epoch, so the stream holds every row once per epoch, as the plain shuffle does."""
+    arrays = _varied(70)
+    examples = ArrayExamples(arrays, batching=Batching(group_by_length=True))
+    batches = _take(examples.training_dataset_fn(4, seed=3)(tf.distribute.InputContext()), 35)
+    rows = np.concatenate([b["row"] for b in batches])
+    for epoch in range(2):
+        assert sorted(rows[70 * epoch:70 * (epoch + 1)]) == list(range(70))
+    tail = examples.lengths[rows[64:70]]     # epoch 1's last group, six rows
+    assert list(tail) == sorted(tail, reverse=True)
+
+
+def test_group_by_length_on_two_replicas_gives_one_devices_batches():
+    arrays = _varied(64)
+    examples = ArrayExamples(arrays, batching=Batching(group_by_length=True))
+    one = _take(examples.training_dataset_fn(8, seed=4)(tf.distribute.InputContext()), 8)
+    replicas = [_take(examples.training_dataset_fn(8, seed=4)(tf.distribute.InputContext(
+        num_input_pipelines=2, input_pipeline_id=i, num_replicas_in_sync=2)), 8)
+        for i in range(2)]
+    for step, batch in enumerate(one):
+        shares = [r[step]["row"] for r in replicas]
+        assert sorted(np.concatenate(shares)) == sorted(batch["row"])
+        for share in shares:       # each replica's rows of a group are sorted longest first
+            assert list(examples.lengths[share]) == sorted(examples.lengths[share],
+                                                           reverse=True)
+
+
 def test_xla_batches_take_only_the_bucket_lengths():
     examples = ArrayExamples(_varied(200, width=64), batching=Batching(multiple=8))
     widths = {batch["input_ids"].shape[1] for batch in

@@ -125,16 +125,21 @@ class IndexedExamples(abc.ABC):
             gather = self.gather_fn(xla)
             batch_size = context.get_per_replica_batch_size(micro_batch)
             dataset = tf.data.Dataset.range(self.num_examples)
-            dataset = dataset.shuffle(self.num_examples, seed=seed).repeat()
-            dataset = dataset.shard(context.num_input_pipelines, context.input_pipeline_id)
+            dataset = dataset.shuffle(self.num_examples, seed=seed)
             if self.batching.group_by_length and self.lengths is not None:
-                dataset = self._grouped_by_length(dataset, batch_size)
+                # Each epoch's shuffle grouped on its own, before the replicas take their
+                # rows: a group never mixes two epochs, and every replica's rows of a group
+                # are sorted too.
+                dataset = self._grouped_by_length(dataset, micro_batch)
+            dataset = dataset.repeat()
+            dataset = dataset.shard(context.num_input_pipelines, context.input_pipeline_id)
             dataset = dataset.batch(batch_size, drop_remainder=True)
             return _with_options(dataset.map(gather)).prefetch(tf.data.AUTOTUNE)
         return dataset_fn
 
     def _grouped_by_length(self, rows: tf.data.Dataset, batch_size: int) -> tf.data.Dataset:
-        """`rows` in groups of `GROUP_BATCHES` batches, each sorted by length, longest first."""
+        """`rows` (one epoch's) in groups of `GROUP_BATCHES` batches of `batch_size`, each
+        sorted by length, longest first; the last group holds what is left."""
         batches = min(GROUP_BATCHES, self.num_examples // (4 * batch_size)) or 1
         lengths = tf.constant(self.lengths)
 
