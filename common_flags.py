@@ -77,7 +77,8 @@ def define_batching_flags(group_by_length: bool) -> None:
                           "transformers' group_by_length: the shuffled examples are sorted by "
                           "length in groups of 50 batches. This changes which examples share a "
                           "batch, and so the training run, though not which examples each "
-                          "epoch sees.")
+                          "epoch sees; with the original's optimizer it wants a low learning "
+                          "rate (README).")
 
 
 def batching_from_flags() -> Batching:
