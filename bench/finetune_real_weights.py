@@ -95,7 +95,7 @@ TASKS = {task.name: task for task in (
     FineTuneTask("sst2", 128, 2, 3, ("eval_accuracy",)),
     FineTuneTask("conll2003", 128, 3, 1, ("eval_f1",)),
     FineTuneTask("cola", 128, 2, 1, ("eval_mcc", "eval_accuracy")),
-    FineTuneTask("rte", 128, 2, 3, ("eval_accuracy",)),
+    FineTuneTask("rte", 128, 2, 5, ("eval_accuracy",)),
     FineTuneTask("stsb", 128, 2, 1, ("eval_spearman", "eval_pearson")),
     FineTuneTask("squad_predict", 384, 1, 0, ("exact_match", "f1")),
 )}
