@@ -14,7 +14,8 @@ Code outside the package imports from here (`from modeling import checkpoints`):
 
 Inside: `formats` (the format table), `folder_readers` and `folders` (whole folders), one module
 per format (`tf1`, `keras_format`, `hf` with `hf_config` and `hf_names`, `model_garden` with
-`model_garden_config`), `names` (the name table) and `heads` (a checkpoint's head).
+`model_garden_config` and `model_garden_names`, `tf_hub` for the SavedModels exported from Model
+Garden, read as data), `names` (the name table) and `heads` (a checkpoint's head).
 """
 from modeling.checkpoints.errors import (CheckpointMismatchError, CorruptCheckpointError,
                                          NameTableError, UnsupportedCheckpointError)

@@ -6,7 +6,8 @@ loaded strictly, with the vocabulary and casing that travel beside the weights.
   count, and the tokenizer's casing).
 - `hf`: a Hugging Face folder (`modeling.checkpoints.hf`).
 - `model_garden`: an object-based `bert_model.ckpt` + `params.yaml` (or `bert_config.json`) +
-  `vocab.txt`; `tf_hub`: a TF-Hub BERT encoder SavedModel (`modeling.checkpoints.model_garden`).
+  `vocab.txt` (`modeling.checkpoints.model_garden`).
+- `tf_hub`: a TF-Hub BERT encoder SavedModel, read as data (`modeling.checkpoints.tf_hub`).
 
 `formats.FORMAT_TABLE` names the reader of each format; `folders.read_model` calls it.
 """
@@ -22,9 +23,9 @@ from modeling.checkpoints.errors import UnsupportedCheckpointError
 from modeling.checkpoints.heads import ModelSpec, build_model, detect_model_spec, read_model_spec
 from modeling.checkpoints.hf import VOCAB_FILE, read_hf_checkpoint
 from modeling.checkpoints.keras_format import keras_model_spec, load_keras_checkpoint
-from modeling.checkpoints.model_garden import (read_model_garden_config,
-                                               read_model_garden_values, read_tf_hub_values)
+from modeling.checkpoints.model_garden import read_model_garden_config, read_model_garden_values
 from modeling.checkpoints.tf1 import assign_tf1_values, load_tf1_checkpoint
+from modeling.checkpoints.tf_hub import read_tf_hub_values
 from modeling.config import BertConfig
 
 BERT_CONFIG_FILE = "bert_config.json"

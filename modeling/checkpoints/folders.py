@@ -7,8 +7,10 @@ beside the target and renames it into place, so a failed conversion leaves nothi
 - `tf1`: `bert_model.ckpt` + `bert_config.json` + `vocab.txt`, as the original scripts read it.
 - `keras`: `model.ckpt` + `bert_config.json` + `vocab.txt` + `model_spec.json`.
 - `hf`: a Hugging Face folder (`modeling.checkpoints.hf`).
-- `model_garden`: Model Garden's object-based `bert_model.ckpt` + `bert_config.json` + `vocab.txt`.
-- `tf_hub` is read only (`export_savedmodel.py` writes TF-Hub style SavedModels).
+- `model_garden`: Model Garden's object-based `bert_model.ckpt` + `bert_config.json` + `vocab.txt`
+  (`modeling.checkpoints.model_garden`).
+- `tf_hub` is read only (`modeling.checkpoints.tf_hub`; `export_savedmodel.py` writes TF-Hub style
+  SavedModels).
 """
 from __future__ import annotations
 
