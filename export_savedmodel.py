@@ -21,6 +21,7 @@ import tensorflow as tf
 from checkpoint_flags import define_input_flags, read_input_model
 from data import tokenization
 from data.text_tokenizer import TextTokenizer
+from modeling.encoder import encoder_of
 from modeling.text_heads import POOLINGS
 from serving.servers import EncoderServer, Preprocessor, TextModelServer
 from serving.text_tasks import read_sentence_transformers_folder
@@ -56,7 +57,7 @@ def main(_):
                          f"max_position_embeddings={config.max_position_embeddings}]")
     tokenization.validate_case_matches_checkpoint(do_lower_case, FLAGS.input)
     tokenizer = TextTokenizer(loaded.vocab_file, do_lower_case)
-    encoder = getattr(loaded.model, "encoder", loaded.model)
+    encoder = encoder_of(loaded.model)
     sentence = read_sentence_transformers_folder(FLAGS.input) if os.path.isdir(FLAGS.input) \
         else None
     pooling = FLAGS.pooling or (sentence.pooling if sentence else "cls")

@@ -83,3 +83,9 @@ class BertEncoder(keras.Model):
     def from_config(cls, config):
         return cls(BertConfig.from_dict(config["config"]), name=config.get("name", "bert"))
 
+
+def encoder_of(model: keras.Model) -> BertEncoder:
+    """The `BertEncoder` of any model of the project: the model itself for an encoder-only one,
+    else its `encoder`."""
+    return model if isinstance(model, BertEncoder) else model.encoder
+

@@ -20,6 +20,7 @@ import tensorflow as tf
 from data import tokenization
 from data.text_tokenizer import TextTokenizer, take_prefix
 from modeling.checkpoints import model_spec
+from modeling.encoder import encoder_of
 from modeling.pretrainer import BertPretrainer
 from modeling.text_heads import MaskedTokenPredictor, SentenceEncoder
 
@@ -169,7 +170,7 @@ class TextModelServer(_TextModule):
         untracked = _UntrackedModel(model.encoder if isinstance(model, BertPretrainer) else model)
         self._model = untracked
         self.model_variables = untracked.variables
-        self._embedder = _UntrackedModel(SentenceEncoder(model.encoder, pooling, normalize))
+        self._embedder = _UntrackedModel(SentenceEncoder(encoder_of(model), pooling, normalize))
         self._fill_mask = None
         if isinstance(model, BertPretrainer):
             self._fill_mask = _UntrackedModel(MaskedTokenPredictor(model, top_k))

@@ -41,6 +41,7 @@ from data.squad.examples import SquadExample, split_context
 from data.squad.predictions import RawResult, compute_predictions
 from data.swag import examples as swag
 from modeling import checkpoints
+from modeling.encoder import encoder_of
 from modeling.text_heads import POOLINGS, MaskedTokenPredictor, SentenceEncoder
 from training import fine_tuning, prediction
 from training.batching import ArrayExamples, Batching
@@ -318,7 +319,7 @@ class SentenceEmbedder(_TextModel):
                          found.max_seq_length)
         loaded = checkpoints.read_model(found.model_folder if found else path,
                                         bert_config_file=bert_config_file, vocab_file=vocab_file)
-        encoder = getattr(loaded.model, "encoder", loaded.model)
+        encoder = encoder_of(loaded.model)
         tokenizer = tokenization.FullTokenizer(loaded.vocab_file,
                                                _checked_lower_case(do_lower_case, loaded, path))
         if max_seq_length is None:

@@ -16,7 +16,7 @@ from data.classifier.features import InputExample, example_tokens
 from data.text_tokenizer import TextTokenizer
 from data.tokenization import FullTokenizer, strip_accents
 from modeling.checkpoints import LoadedModel, ModelSpec, build_model, read_model, write_model
-from modeling.checkpoints.formats import KERAS
+from modeling.checkpoints.formats import HF, KERAS
 from modeling.config import BertConfig
 from serving.servers import TextModelServer
 
@@ -226,3 +226,27 @@ def test_fill_mask_and_embedding_signatures_match_the_python_api(exported, uncas
     vectors = SentenceEmbedder(pretrainer.encoder, tokenizer, "mean", normalize=True,
                                max_seq_length=MAX_SEQ_LENGTH)(pairs)
     np.testing.assert_allclose(results["mean/embedding"], vectors, atol=1e-5)
+
+
+def test_an_encoder_only_model_exports_and_embeds_as_predict_text(tmp_path, uncased_vocab):
+    """A Hugging Face `BertModel` folder (no head): the export's sentence vectors are
+    `predict_text.py --task=embed`'s."""
+    config = BertConfig(vocab_size=sum(1 for _ in open(uncased_vocab, encoding="utf-8")),
+                        hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=32)
+    folder = tmp_path / "bert_model"
+    spec = ModelSpec("encoder")
+    write_model(LoadedModel(build_model(config, spec), spec, str(uncased_vocab), True), HF,
+                str(folder), do_lower_case=True)
+    assert "encoder head" in _export(folder, tmp_path / "export", "--pooling=mean")
+    (tmp_path / "lines.txt").write_text("\n".join(SINGLES) + "\n", encoding="utf-8")
+    result = subprocess.run(
+        [sys.executable, "predict_text.py", "--task=embed", f"--model={folder}",
+         f"--input_file={tmp_path / 'lines.txt'}", f"--output_file={tmp_path / 'vectors.npy'}",
+         f"--max_seq_length={MAX_SEQ_LENGTH}", "--pooling=mean"],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    results = _load_and_run(tmp_path, [["embedding", str(tmp_path / "export" / "text_model"),
+                                        "serving_embedding", {"text": SINGLES}]])
+    np.testing.assert_allclose(results["embedding/embedding"], np.load(tmp_path / "vectors.npy"),
+                               atol=1e-6, rtol=0)
