@@ -9,13 +9,14 @@ and [MASK]. Learning is in memory: on a very large corpus, learn from a sample (
 """
 from __future__ import annotations
 
+from utils import entry_point  # first, so that TensorFlow starts quietly
+
 import os
 
-from absl import app, flags, logging
+from absl import flags, logging
 
 from data import tokenization, wordpiece_vocab
 from data.pretraining import corpus as pretraining_corpus
-from utils import stop_signals
 
 FLAGS = flags.FLAGS
 
@@ -54,11 +55,8 @@ def _options() -> wordpiece_vocab.LearnerOptions:
 def main(argv: list[str]) -> None:
     del argv
     logging.set_verbosity(logging.INFO)
-    try:
-        input_files = pretraining_corpus.expand_input_patterns(FLAGS.input_file)
-        options = _options()
-    except ValueError as error:
-        raise app.UsageError(str(error)) from error
+    input_files = pretraining_corpus.expand_input_patterns(FLAGS.input_file)
+    options = _options()
     lines = wordpiece_vocab.read_lines(input_files, FLAGS.max_lines)
     counts = wordpiece_vocab.count_words(lines, FLAGS.do_lower_case)
     logging.info("Counted %d distinct words (%d in all) in %d files", len(counts),
@@ -71,4 +69,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    stop_signals.run(main)
+    entry_point.run(main)

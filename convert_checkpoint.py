@@ -7,11 +7,12 @@ The input format (`tf1`, `keras`, `hf`, `model_garden` or `tf_hub`) is detected 
 `--input_format` overrides it. The head (pretraining, classifier, SQuAD span, ...) travels with the encoder; weights come out
 bit-identical. The output folder must be absent or empty and is written all or nothing.
 """
+from utils import entry_point  # first, so that TensorFlow starts quietly
+
 from absl import flags
 
 from checkpoint_flags import define_input_flags, read_input_model
 from modeling import checkpoints
-from utils import stop_signals
 from utils.output_files import check_output_folder
 
 FLAGS = flags.FLAGS
@@ -38,4 +39,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-    stop_signals.run(main)
+    entry_point.run(main)

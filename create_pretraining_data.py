@@ -16,15 +16,16 @@ unless the process that wrote them is still running (or ran on another host).
 """
 from __future__ import annotations
 
+from utils import entry_point  # first, so that TensorFlow starts quietly
+
 import os
 
-from absl import app, flags, logging
+from absl import flags, logging
 
 from data import tokenization
 from data.pretraining import (chunks as pretraining_chunks, corpus as pretraining_corpus, masked_lm,
                               writer)
 from data.pretraining.instances import PretrainingConfig
-from utils import stop_signals
 
 FLAGS = flags.FLAGS
 
@@ -125,14 +126,11 @@ def _options() -> writer.WriterOptions:
 def main(argv: list[str]) -> None:
     del argv
     logging.set_verbosity(logging.INFO)
-    try:
-        input_files = pretraining_corpus.expand_input_patterns(FLAGS.input_file)
-        output_files = _output_files()
-        _check_paths(input_files, output_files)
-        settings = _settings()
-        options = _options()
-    except ValueError as error:
-        raise app.UsageError(str(error)) from error
+    input_files = pretraining_corpus.expand_input_patterns(FLAGS.input_file)
+    output_files = _output_files()
+    _check_paths(input_files, output_files)
+    settings = _settings()
+    options = _options()
     for path in {os.path.dirname(os.path.abspath(path)) for path in output_files}:
         os.makedirs(path, exist_ok=True)
     logging.info("*** Reading from %d input files (%s) with %d workers ***",
@@ -145,4 +143,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    stop_signals.run(main)
+    entry_point.run(main)

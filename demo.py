@@ -13,7 +13,7 @@ import time
 from absl import flags
 
 from synthetic import corpus as synthetic_corpus, squad as synthetic_squad, swag_ner
-from utils import stop_signals
+from utils import entry_point
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("output_dir", "demo_output", "Where every stage writes.")
@@ -153,4 +153,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-    stop_signals.run(main)
+    entry_point.run(main)

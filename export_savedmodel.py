@@ -13,6 +13,8 @@ Writes three SavedModels under `--output`:
 The input may be in any checkpoint format (`convert_checkpoint.py`); `--output` must be absent or
 empty and is written all or nothing.
 """
+from utils import entry_point  # first, so that TensorFlow starts quietly
+
 import os
 
 from absl import flags
@@ -25,7 +27,6 @@ from modeling.encoder import encoder_of
 from modeling.text_heads import POOLINGS
 from serving.servers import EncoderServer, Preprocessor, TextModelServer
 from serving.text_tasks import read_sentence_transformers_folder
-from utils import stop_signals
 from utils.output_files import atomic_output_folder, check_output_folder
 
 FLAGS = flags.FLAGS
@@ -71,11 +72,14 @@ def main(_):
     }
     with atomic_output_folder(FLAGS.output) as folder:
         for name, module in modules.items():
-            tf.saved_model.save(module, os.path.join(folder, name),
-                                signatures=module.signatures())
+            try:
+                tf.saved_model.save(module, os.path.join(folder, name),
+                                    signatures=module.signatures())
+            except tf.errors.OpError as error:  # the system's refusal (a full disk)
+                raise OSError(f"writing {FLAGS.output}/{name} failed: {error.message}") from None
     print(f"wrote {FLAGS.output}: {', '.join(modules)} ({loaded.spec.head} head, "
           f"max_seq_length={FLAGS.max_seq_length}, do_lower_case={do_lower_case})")
 
 
 if __name__ == "__main__":
-    stop_signals.run(main)
+    entry_point.run(main)

@@ -4,6 +4,8 @@
       --vocab_file=$BERT_DIR/vocab.txt --bert_config_file=$BERT_DIR/bert_config.json \
       --init_checkpoint=$BERT_DIR/bert_model.ckpt --layers=-1,-2,-3,-4 --max_seq_length=128
 """
+from utils import entry_point  # first, so that TensorFlow starts quietly
+
 from absl import flags, logging
 
 import common_flags
@@ -14,7 +16,6 @@ from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from training import prediction
 from training.batching import ArrayExamples
-from utils import stop_signals
 from utils.output_files import AtomicFile
 from utils.progress import Progress
 
@@ -63,4 +64,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-    stop_signals.run(main)
+    entry_point.run(main)

@@ -32,6 +32,8 @@ empty lines included, in the input's order.
 An empty line's answer is null (squad, swag); a line without its parts is named before the model
 is read.
 """
+from utils import entry_point  # first, so that TensorFlow starts quietly
+
 import dataclasses
 import io
 import json
@@ -43,7 +45,6 @@ import numpy as np
 import common_flags
 from serving.text_tasks import (POOLINGS, EntityTagger, FillMask, MultipleChoice,
                                 QuestionAnswerer, SentenceEmbedder, TextClassifier)
-from utils import stop_signals
 from utils.output_files import AtomicFile
 from utils.progress import Progress
 
@@ -230,4 +231,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-    stop_signals.run(main)
+    entry_point.run(main)

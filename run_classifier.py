@@ -18,6 +18,8 @@ Rerunning an interrupted training command resumes from the newest checkpoint in 
 """
 from __future__ import annotations
 
+from utils import entry_point  # first, so that TensorFlow starts quietly
+
 import math
 import os
 from typing import NamedTuple
@@ -38,7 +40,6 @@ from training import fine_tuning
 from training.batching import ArrayExamples
 from training.checkpointing import resumes
 from training.evaluation import write_eval_summaries
-from utils import stop_signals
 from utils.output_files import write_eval_results, written_together
 
 FLAGS = flags.FLAGS
@@ -246,4 +247,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-    stop_signals.run(main)
+    entry_point.run(main)

@@ -22,6 +22,8 @@ the encoder with --feature_based) with `bert_config.json`.
 """
 from __future__ import annotations
 
+from utils import entry_point  # first, so that TensorFlow starts quietly
+
 import os
 
 from absl import flags, logging
@@ -39,7 +41,6 @@ from modeling.encoder import BertEncoder
 from modeling.task_models import ENCODER_INPUTS, BertTokenClassifier
 from training import fine_tuning, prediction
 from training.batching import ArrayExamples, HostExamples
-from utils import stop_signals
 from utils.output_files import write_eval_results, write_text_atomically, written_together
 
 FLAGS = flags.FLAGS
@@ -331,4 +332,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-    stop_signals.run(main)
+    entry_point.run(main)

@@ -17,6 +17,8 @@ metrics are means over every evaluated example: masked-LM accuracy and loss weig
 masked_lm_weights, next-sentence accuracy and loss per example; `loss` is the mean of the batch
 losses, as the original's Estimator reports it.
 """
+from utils import entry_point  # first, so that TensorFlow starts quietly
+
 import os
 
 from absl import flags, logging
@@ -31,7 +33,6 @@ from modeling.pretrainer import BertPretrainer, pretraining_losses, pretraining_
 from training import fine_tuning
 from training.evaluation import evaluate
 from training.optimizer import optimizer_moments
-from utils import stop_signals
 from utils.output_files import write_eval_results
 
 FLAGS = flags.FLAGS
@@ -197,4 +198,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-    stop_signals.run(main)
+    entry_point.run(main)

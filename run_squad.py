@@ -14,6 +14,8 @@ in-process: its metrics go to eval_results.json, under the official scripts' key
 stdout. --do_predict without --do_train predicts with --init_checkpoint, which must then hold a
 SQuAD head, or when it is not given with the model fine-tuned in --output_dir.
 """
+from utils import entry_point  # first, so that TensorFlow starts quietly
+
 import os
 import random
 import time
@@ -34,7 +36,6 @@ from modeling.config import BertConfig
 from modeling.task_models import BertSpanLabeler
 from training import fine_tuning
 from training.batching import ArrayExamples
-from utils import stop_signals
 from utils.output_files import written_together
 from utils.progress import Progress
 
@@ -232,4 +233,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-    stop_signals.run(main)
+    entry_point.run(main)

@@ -17,6 +17,8 @@ SWAG model. Rerunning an interrupted training command resumes from --output_dir.
 """
 from __future__ import annotations
 
+from utils import entry_point  # first, so that TensorFlow starts quietly
+
 import os
 
 from absl import flags, logging
@@ -31,7 +33,6 @@ from modeling.config import BertConfig
 from modeling.task_models import BertMultipleChoice
 from training import fine_tuning
 from training.batching import ArrayExamples
-from utils import stop_signals
 from utils.output_files import write_eval_results, written_together
 
 FLAGS = flags.FLAGS
@@ -134,4 +135,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-    stop_signals.run(main)
+    entry_point.run(main)

@@ -19,11 +19,13 @@ from typing import Iterator
 
 from absl import logging
 
+from utils.user_errors import UserError
+
 LOCK_FILE = ".training.lock"
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
-class OutputDirInUseError(RuntimeError):
+class OutputDirInUseError(UserError, RuntimeError):
     """Another training run holds the output folder."""
 
 

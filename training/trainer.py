@@ -25,6 +25,7 @@ from training.checkpointing import TrainingCheckpoints
 from training.run_guards import StopSignals, TrainingInterrupted, exclusive_output_dir
 from training.xla_choice import prefers_xla
 from utils.output_files import write_text_atomically
+from utils.user_errors import UserError
 
 STEP_LOG_FILE = "train_log.jsonl"
 
@@ -57,7 +58,7 @@ def uses_xla(config: "TrainingConfig", model: keras.Model) -> bool:
     return config.jit_compile
 
 
-class NonFiniteLossError(RuntimeError):
+class NonFiniteLossError(UserError, RuntimeError):
     """The loss became NaN or infinite; no checkpoint was written after it."""
 
 

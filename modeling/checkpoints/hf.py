@@ -17,7 +17,7 @@ import shutil
 
 import keras
 import numpy as np
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save_file
 
 from modeling.checkpoints.errors import CheckpointMismatchError, UnsupportedCheckpointError
@@ -203,7 +203,11 @@ def write_hf_checkpoint(model: keras.Model, folder: str, vocab_file: str,
     values = {name: variable.numpy() for name, variable in tf1_name_map(model).items()}
     architecture = ARCHITECTURES[spec.head]
     state = to_hf_arrays(values, architecture, model.config.num_hidden_layers)
-    save_file(state, os.path.join(folder, WEIGHTS_FILE), metadata={"format": "pt"})
+    weights = os.path.join(folder, WEIGHTS_FILE)
+    try:
+        save_file(state, weights, metadata={"format": "pt"})
+    except SafetensorError as error:  # the system's refusal (a full disk), as an OSError
+        raise OSError(f"writing {weights} failed: {error}") from None
     files = {HF_CONFIG_FILE: hf_config_from_bert(model.config, spec),
              TOKENIZER_CONFIG_FILE: hf_tokenizer_config(model.config, do_lower_case)}
     for name, content in files.items():
