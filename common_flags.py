@@ -12,6 +12,8 @@ import keras
 import tensorflow as tf
 
 from data import tokenization
+from modeling import checkpoints
+from modeling.config import BertConfig
 from training.batching import Batching
 from training.distribution import get_strategy
 from training.optimizer import create_optimizer
@@ -29,12 +31,46 @@ def define_model_flags(init_checkpoint_help: str, max_seq_length: int = 128,
                        do_lower_case_help: str = "Lower-case the input (uncased models).",
                        output_dir_help: str = "Where checkpoints, results and predictions go."):
     """The flags naming the model and the run's folder, as the original scripts spell them."""
-    flags.DEFINE_string("bert_config_file", None, "The bert_config.json of the pretrained model.")
-    flags.DEFINE_string("vocab_file", None, "The vocab.txt the model was trained with.")
+    define_model_file_flags()
     flags.DEFINE_string("output_dir", None, output_dir_help)
     flags.DEFINE_string("init_checkpoint", None, init_checkpoint_help)
     flags.DEFINE_bool("do_lower_case", do_lower_case, do_lower_case_help)
     flags.DEFINE_integer("max_seq_length", max_seq_length, max_seq_length_help)
+
+
+def define_model_file_flags(vocab_file: bool = True) -> None:
+    """--bert_config_file (and --vocab_file): given, or those of the --init_checkpoint model."""
+    flags.DEFINE_string("bert_config_file", None, "The bert_config.json of the model. Default: the "
+                        "config of the model --init_checkpoint names (any format).")
+    if vocab_file:
+        flags.DEFINE_string("vocab_file", None, "The vocab.txt the model was trained with. "
+                            "Default: the vocabulary of the model --init_checkpoint names.")
+
+
+@functools.lru_cache(maxsize=1)
+def _model_files(init_checkpoint: str) -> checkpoints.LoadedModel:
+    return checkpoints.read_model(init_checkpoint)
+
+
+def _from_init_checkpoint(flag: str) -> checkpoints.LoadedModel:
+    """The model --init_checkpoint names, to take what `flag` was not given from."""
+    if not FLAGS["init_checkpoint"].value:
+        raise ValueError(f"{flag} is needed: no --init_checkpoint names a model to take it from")
+    return _model_files(FLAGS.init_checkpoint)
+
+
+def config_from_flags() -> BertConfig:
+    """The model's config: --bert_config_file, else that of the --init_checkpoint model."""
+    if FLAGS.bert_config_file:
+        return BertConfig.from_json_file(FLAGS.bert_config_file)
+    config = _from_init_checkpoint("--bert_config_file").model.config
+    logging.info("config of --init_checkpoint=%s: %s", FLAGS.init_checkpoint, config.to_dict())
+    return config
+
+
+def _config_source() -> str:
+    return f"--bert_config_file={FLAGS.bert_config_file}" if FLAGS.bert_config_file else \
+        f"the model of --init_checkpoint={FLAGS.init_checkpoint}"
 
 
 def define_fine_tuning_flags(actions: dict[str, str], train_batch_size: int = 32,
@@ -106,12 +142,13 @@ def tokenizer_from_flags(config) -> tokenization.FullTokenizer:
     past the embedding table would fail inside a step (or embed as zeros on GPUs)."""
     if "init_checkpoint" in FLAGS:
         tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case, FLAGS.init_checkpoint)
-    tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
+    vocab_file = FLAGS.vocab_file or _from_init_checkpoint("--vocab_file").vocab_file
+    tokenizer = tokenization.FullTokenizer(vocab_file, FLAGS.do_lower_case)
     size = max(tokenizer.vocab.values(), default=-1) + 1
     if size > config.vocab_size:
-        raise ValueError(f"--vocab_file={FLAGS.vocab_file} has {size} tokens, more than the "
-                         f"model's vocab_size={config.vocab_size} (--bert_config_file="
-                         f"{FLAGS.bert_config_file}): is it the model's own vocab.txt?")
+        raise ValueError(f"--vocab_file={vocab_file} has {size} tokens, more than the "
+                         f"model's vocab_size={config.vocab_size} ({_config_source()}): is it "
+                         "the model's own vocab.txt?")
     return tokenizer
 
 
@@ -161,7 +198,7 @@ def check_max_seq_length(config) -> None:
     if not 3 <= FLAGS.max_seq_length <= config.max_position_embeddings:
         raise ValueError(f"--max_seq_length={FLAGS.max_seq_length} must be between 3 and the "
                          f"model's max_position_embeddings={config.max_position_embeddings} "
-                         f"({FLAGS.bert_config_file})")
+                         f"({_config_source()})")
 
 
 def check_batch_size(name: str, batch_size: int, strategy: tf.distribute.Strategy):

@@ -12,7 +12,6 @@ import common_flags
 from data.feature_extraction import (convert_example, features_to_arrays, format_output_line,
                                      parse_layer_indexes, read_examples)
 from modeling import checkpoints
-from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from training import prediction
 from training.batching import ArrayExamples
@@ -23,19 +22,17 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None, "Text file, one example a line; `a ||| b` for pairs.")
 flags.DEFINE_string("output_file", None, "JSON-lines output file.")
 flags.DEFINE_string("layers", "-1,-2,-3,-4", "Comma-separated indexes of the layers to output.")
-flags.DEFINE_string("bert_config_file", None, "The bert_config.json of the model.")
 flags.DEFINE_integer("max_seq_length", 128, "Longest sequence after WordPiece tokenization.")
-flags.DEFINE_string("init_checkpoint", None, "Checkpoint of the model: original TF1, project (keras) or a Hugging Face folder.")
-flags.DEFINE_string("vocab_file", None, "The vocab.txt of the model.")
+flags.DEFINE_string("init_checkpoint", None, "Checkpoint of the model, in any format.")
+common_flags.define_model_file_flags()
 flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (uncased models).")
 flags.DEFINE_integer("batch_size", 32, "Examples per batch.")
 common_flags.define_batching_flags(group_by_length=False)
-flags.mark_flags_as_required(["input_file", "output_file", "bert_config_file", "init_checkpoint",
-                              "vocab_file"])
+flags.mark_flags_as_required(["input_file", "output_file", "init_checkpoint"])
 
 
 def main(_):
-    config = BertConfig.from_json_file(FLAGS.bert_config_file)
+    config = common_flags.config_from_flags()
     common_flags.check_max_seq_length(config)
     layer_indexes = parse_layer_indexes(FLAGS.layers, config.num_hidden_layers)
     tokenizer = common_flags.tokenizer_from_flags(config)

@@ -56,8 +56,7 @@ common_flags.define_fine_tuning_flags(
 flags.DEFINE_bool("eval_every_epoch", False, "Score dev after each epoch "
                   "(eval_results_epoch_N.txt) and keep the best model in output_dir/best.")
 flags.DEFINE_string("xnli_language", "zh", "XNLI: language of the train file and dev rows.")
-flags.mark_flags_as_required(["data_dir", "task_name", "vocab_file", "bert_config_file",
-                              "output_dir"])
+flags.mark_flags_as_required(["data_dir", "task_name", "output_dir"])
 
 # The result each task is judged by (the BERT paper's Table 1), for --eval_every_epoch.
 _MAIN_METRIC = {glue_tasks.ACCURACY: "eval_accuracy", glue_tasks.MATTHEWS: "eval_mcc",
@@ -225,7 +224,7 @@ def _predict(model, task: glue_tasks.GlueTask, split: _Split) -> None:
 
 def main(_):
     task = glue_tasks.get_task(FLAGS.task_name)
-    config = BertConfig.from_json_file(FLAGS.bert_config_file)
+    config = common_flags.config_from_flags()
     _check_flags(task, config)
     tokenizer = common_flags.tokenizer_from_flags(config)
     splits = _read_splits(task, tokenizer)

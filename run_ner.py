@@ -65,7 +65,7 @@ flags.DEFINE_string("feature_layers", "-1,-2,-3,-4", "--feature_based: encoder l
 flags.DEFINE_integer("lstm_units", 768, "--feature_based: units of each LSTM direction.")
 flags.DEFINE_string("feature_cache_dir", None, "--feature_based: where features are cached "
                     "(default: <output_dir>/feature_cache).")
-flags.mark_flags_as_required(["data_dir", "vocab_file", "bert_config_file", "output_dir"])
+flags.mark_flags_as_required(["data_dir", "output_dir"])
 
 _FILES = {"train": ("train.txt", "eng.train"),
           "dev": ("valid.txt", "dev.txt", "testa.txt", "eng.testa"),
@@ -306,7 +306,7 @@ def _evaluate(model, config, split: str, path: str, data: conll.ConllData,
 
 
 def main(_):
-    config = BertConfig.from_json_file(FLAGS.bert_config_file)
+    config = common_flags.config_from_flags()
     layers = _check_flags(config)
     tokenizer = common_flags.tokenizer_from_flags(config)
     splits = _read_splits()

@@ -38,8 +38,8 @@ from utils.output_files import write_eval_results
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None, "TFRecord files: comma-separated, globs allowed.")
 flags.DEFINE_string("output_dir", None, "Where checkpoints, summaries and results go.")
-flags.DEFINE_string("bert_config_file", None, "The bert_config.json of the model to pretrain.")
-flags.DEFINE_string("init_checkpoint", None, "Checkpoint to start from (original or project).")
+common_flags.define_model_file_flags(vocab_file=False)
+flags.DEFINE_string("init_checkpoint", None, "Checkpoint to start from, in any format.")
 flags.DEFINE_integer("max_seq_length", 128, "Sequence length of the TFRecords.")
 flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked-LM slots per sequence in the TFRecords.")
 flags.DEFINE_bool("do_train", False, "Train.")
@@ -59,7 +59,7 @@ flags.DEFINE_bool("eval_single_pass", False,
 flags.DEFINE_bool("use_next_sentence_label", True,
                   "False drops the next-sentence loss (the paper's 'No NSP' ablation).")
 common_flags.define_training_flags()
-flags.mark_flags_as_required(["input_file", "output_dir", "bert_config_file"])
+flags.mark_flags_as_required(["input_file", "output_dir"])
 
 
 def _check_flags(config: BertConfig):
@@ -179,7 +179,7 @@ def _evaluate_records(model: BertPretrainer) -> dict:
 
 
 def main(_):
-    config = BertConfig.from_json_file(FLAGS.bert_config_file)
+    config = common_flags.config_from_flags()
     _check_flags(config)
     # The strategy first: multi-worker collectives must be set up before any TensorFlow op.
     strategy = common_flags.setup_from_flags()

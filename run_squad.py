@@ -57,7 +57,7 @@ flags.DEFINE_integer("max_answer_length", 30, "Longest answer, in WordPiece toke
 flags.DEFINE_bool("version_2_with_negative", False, "SQuAD v2.0: some questions have no answer.")
 flags.DEFINE_float("null_score_diff_threshold", 0.0,
                    "v2.0: answer \"\" when the null score beats the best span by more than this.")
-flags.mark_flags_as_required(["vocab_file", "bert_config_file", "output_dir"])
+flags.mark_flags_as_required(["output_dir"])
 
 # The original shuffles the training questions once with this seed before making features.
 _TRAIN_SHUFFLE_SEED = 12345
@@ -217,7 +217,7 @@ def _read_inputs() -> tuple[list[SquadExample], list[SquadExample], dict]:
 
 
 def main(_):
-    config = BertConfig.from_json_file(FLAGS.bert_config_file)
+    config = common_flags.config_from_flags()
     _check_flags(config)
     tokenizer = common_flags.tokenizer_from_flags(config)
     train_examples, predict_examples, predict_json = _read_inputs()

@@ -46,7 +46,7 @@ common_flags.define_fine_tuning_flags(
     {"train": "Fine-tune on train.csv.", "eval": "Score val.csv and write eval_results.txt.",
      "predict": "Predict test.csv and write predictions.csv."},
     train_batch_size=16, learning_rate=2e-5)
-flags.mark_flags_as_required(["data_dir", "vocab_file", "bert_config_file", "output_dir"])
+flags.mark_flags_as_required(["data_dir", "output_dir"])
 
 _FILES = {"train": "train.csv", "eval": "val.csv", "predict": "test.csv"}
 
@@ -112,7 +112,7 @@ def _predict(model, examples: list[swag.SwagExample], tokenizer) -> None:
 
 
 def main(_):
-    config = BertConfig.from_json_file(FLAGS.bert_config_file)
+    config = common_flags.config_from_flags()
     common_flags.check_fine_tuning_flags(config)
     tokenizer = common_flags.tokenizer_from_flags(config)
     examples = _read_splits()
