@@ -114,7 +114,7 @@ def define_batching_flags(group_by_length: bool) -> None:
                           "length in groups of 50 batches. This changes which examples share a "
                           "batch, and so the training run, though not which examples each "
                           "epoch sees; with the original's optimizer it wants a low learning "
-                          "rate (README).")
+                          "rate (docs/fine-tuning.md).")
 
 
 def batching_from_flags() -> Batching:

@@ -18,7 +18,7 @@ Measured on a 2-core AVX-512 CPU without AMX (bench/RESULTS.md):
     for L-2/H-128 at 32 x 128; against 0.98x for BERT-Base at 1 x 128 and 0.95x for L-4/H-512 at
     32 x 128. The work of a layer's matmuls, tokens x hidden_size^2, separates the two: XLA up to
     2^26 (8 x 128 tokens at H-256), not above.
-Measured on a 2-core AVX2 CPU without AVX-512 (README, fine-tuning benchmark):
+Measured on a 2-core AVX2 CPU without AVX-512 (bench/README.md, fine-tuning speed):
   * float32 forward passes (prediction): XLA is faster at every size measured, 1.02x for
     BERT-Base at 32 x 128, 1.12x for MiniLM (L-6/H-384) at 64 x 88, 1.15x for BERT-Base at
     8 x 384 and 1.51x for MiniLM at 64 x 384 (SQuAD's prediction batches), where attention's

@@ -18,11 +18,10 @@ import os
 import shutil
 
 from modeling.checkpoints.errors import UnsupportedCheckpointError
-from modeling.checkpoints.folder_readers import (BERT_CONFIG_FILE, FolderFiles, LoadedModel,
-                                                 count_vocab_lines)
+from modeling.checkpoints.folder_readers import BERT_CONFIG_FILE, FolderFiles, LoadedModel
 from modeling.checkpoints.formats import (FORMAT_TABLE, FORMATS, HF, KERAS, MODEL_GARDEN, TF1,
                                           TF_HUB, locate)
-from modeling.checkpoints.heads import SPEC_FILE, model_spec, write_model_spec
+from modeling.checkpoints.heads import model_spec, write_model_spec
 from modeling.checkpoints.hf import VOCAB_FILE, check_hf_writable, write_hf_checkpoint
 from modeling.checkpoints.keras_format import save_keras_checkpoint
 from modeling.checkpoints.model_garden import (check_model_garden_writable,

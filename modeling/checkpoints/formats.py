@@ -23,7 +23,6 @@ import logging
 from typing import Any, Callable
 
 import keras
-import tensorflow as tf
 
 from modeling.checkpoints.folder_readers import (FolderFiles, FoundCheckpoint, LoadedModel,
                                                  read_hf_folder, read_keras_folder,
