@@ -68,6 +68,11 @@ def config_from_flags() -> BertConfig:
     return config
 
 
+def vocab_file_from_flags() -> str:
+    """The model's vocab.txt: --vocab_file, else that of the --init_checkpoint model."""
+    return FLAGS.vocab_file or _from_init_checkpoint("--vocab_file").vocab_file
+
+
 def _config_source() -> str:
     return f"--bert_config_file={FLAGS.bert_config_file}" if FLAGS.bert_config_file else \
         f"the model of --init_checkpoint={FLAGS.init_checkpoint}"
@@ -142,7 +147,7 @@ def tokenizer_from_flags(config) -> tokenization.FullTokenizer:
     past the embedding table would fail inside a step (or embed as zeros on GPUs)."""
     if "init_checkpoint" in FLAGS:
         tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case, FLAGS.init_checkpoint)
-    vocab_file = FLAGS.vocab_file or _from_init_checkpoint("--vocab_file").vocab_file
+    vocab_file = vocab_file_from_flags()
     tokenizer = tokenization.FullTokenizer(vocab_file, FLAGS.do_lower_case)
     size = max(tokenizer.vocab.values(), default=-1) + 1
     if size > config.vocab_size:
@@ -195,10 +200,10 @@ def setup_from_flags() -> tf.distribute.Strategy:
 
 def check_max_seq_length(config) -> None:
     """--max_seq_length must fit [CLS] and [SEP] and the model's position embeddings."""
-    if not 3 <= FLAGS.max_seq_length <= config.max_position_embeddings:
-        raise ValueError(f"--max_seq_length={FLAGS.max_seq_length} must be between 3 and the "
-                         f"model's max_position_embeddings={config.max_position_embeddings} "
-                         f"({_config_source()})")
+    try:
+        config.check_max_seq_length(FLAGS.max_seq_length, "--max_seq_length")
+    except ValueError as error:
+        raise ValueError(f"{error} ({_config_source()})") from None
 
 
 def check_batch_size(name: str, batch_size: int, strategy: tf.distribute.Strategy):

@@ -26,7 +26,7 @@ from data.text_tokenizer import TextTokenizer
 from modeling.encoder import encoder_of
 from modeling.text_heads import POOLINGS
 from serving.servers import EncoderServer, Preprocessor, TextModelServer
-from serving.text_tasks import read_sentence_transformers_folder
+from tasks.embedding import read_sentence_transformers_folder
 from utils.output_files import atomic_output_folder, check_output_folder
 
 FLAGS = flags.FLAGS
@@ -52,10 +52,7 @@ TEXT_MODEL, PREPROCESSING, ENCODER = "text_model", "preprocessing", "encoder"
 def main(_):
     check_output_folder(FLAGS.output)
     loaded, do_lower_case = read_input_model()
-    config = loaded.model.config
-    if not 3 <= FLAGS.max_seq_length <= config.max_position_embeddings:
-        raise ValueError(f"--max_seq_length={FLAGS.max_seq_length} must be in [3, "
-                         f"max_position_embeddings={config.max_position_embeddings}]")
+    loaded.model.config.check_max_seq_length(FLAGS.max_seq_length, "--max_seq_length")
     tokenization.validate_case_matches_checkpoint(do_lower_case, FLAGS.input)
     tokenizer = TextTokenizer(loaded.vocab_file, do_lower_case)
     encoder = encoder_of(loaded.model)

@@ -43,8 +43,12 @@ from absl import flags, logging
 import numpy as np
 
 import common_flags
-from serving.text_tasks import (POOLINGS, EntityTagger, FillMask, MultipleChoice,
-                                QuestionAnswerer, SentenceEmbedder, TextClassifier)
+from tasks import squad
+from tasks.classifier import TextClassifier
+from tasks.embedding import POOLINGS, SentenceEmbedder
+from tasks.fill_mask import FillMask
+from tasks.ner import EntityTagger
+from tasks.swag import MultipleChoice
 from utils.output_files import AtomicFile
 from utils.progress import Progress
 
@@ -68,15 +72,17 @@ flags.DEFINE_enum("pooling", None, list(POOLINGS), "embed: the last layer at [CL
                   "folder's, else cls.")
 flags.DEFINE_bool("normalize", None, "embed: L2-normalise each vector. Default: a "
                   "sentence-transformers folder's, else false.")
-flags.DEFINE_integer("doc_stride", 128, "squad: stride between the context's windows.")
-flags.DEFINE_integer("max_query_length", 64, "squad: longest question, in pieces.")
-flags.DEFINE_integer("n_best_size", 20, "squad: candidate spans considered.")
-flags.DEFINE_integer("max_answer_length", 30, "squad: longest answer, in pieces.")
+flags.DEFINE_integer("doc_stride", squad.Windows.doc_stride,
+                     "squad: stride between the context's windows.")
+flags.DEFINE_integer("max_query_length", squad.Windows.max_query_length,
+                     "squad: longest question, in pieces.")
+flags.DEFINE_integer("n_best_size", squad.AnswerRules.n_best_size,
+                     "squad: candidate spans considered.")
+flags.DEFINE_integer("max_answer_length", squad.AnswerRules.max_answer_length,
+                     "squad: longest answer, in pieces.")
 flags.DEFINE_bool("version_2_with_negative", False, "squad: SQuAD v2.0's rule: no answer when "
                   "the null score beats the best span's by null_score_diff_threshold.")
 flags.DEFINE_float("null_score_diff_threshold", 0.0, "squad: see version_2_with_negative.")
-_SQUAD_SETTINGS = ("doc_stride", "max_query_length", "n_best_size", "max_answer_length",
-                   "version_2_with_negative", "null_score_diff_threshold")
 common_flags.define_batching_flags(group_by_length=False)
 flags.mark_flags_as_required(["task", "model", "input_file", "output_file"])
 
@@ -139,7 +145,7 @@ def _embed(texts: list[str], progress: Progress) -> None:
         with AtomicFile(FLAGS.output_file, binary=True) as out, AtomicFile(lines_file) as lines:
             array = io.BytesIO()
             np.save(array, np.concatenate(vectors) if vectors else
-                    np.zeros((0, embedder.model.encoder.config.hidden_size), np.float32))
+                    np.zeros((0, embedder.model.config.hidden_size), np.float32))
             out.write(array.getvalue())
             lines.write("".join(text + "\n" for text in texts))
         return
@@ -171,23 +177,32 @@ def _tag(words) -> dict:
     return {"words": [w.word for w in words], "tags": [w.tag for w in words]}
 
 
-# --task -> (the model's class, its default max_seq_length, its record of one answer).
-_FINE_TUNED = {"classify": (TextClassifier, 128, _classify),
-               "squad": (QuestionAnswerer, 384, _answer),
-               "swag": (MultipleChoice, 128, _choose),
-               "ner": (EntityTagger, 128, _tag)}
+def _squad_settings() -> dict:
+    windows = squad.Windows(FLAGS.max_seq_length or squad.Windows.max_seq_length,
+                            FLAGS.doc_stride, FLAGS.max_query_length)
+    rules = squad.AnswerRules(FLAGS.n_best_size, FLAGS.max_answer_length,
+                              version_2_with_negative=FLAGS.version_2_with_negative,
+                              null_score_diff_threshold=FLAGS.null_score_diff_threshold)
+    return {"windows": windows, "rules": rules}
+
+
+def _length_settings() -> dict:
+    return {"max_seq_length": FLAGS.max_seq_length or 128}
+
+
+# --task -> (the model's class, its settings from the flags, its record of one answer).
+_FINE_TUNED = {"classify": (TextClassifier, _length_settings, _classify),
+               "squad": (squad.QuestionAnswerer, _squad_settings, _answer),
+               "swag": (MultipleChoice, _length_settings, _choose),
+               "ner": (EntityTagger, _length_settings, _tag)}
 
 
 def _fine_tuned(texts: list[str], progress: Progress) -> None:
     """A fine-tuned model's answers, one JSON object a line: {"line", "text", ...the answer}."""
-    model_class, max_seq_length, record = _FINE_TUNED[FLAGS.task]
-    settings = {}
-    if FLAGS.task == "squad":
-        settings = {name: getattr(FLAGS, name) for name in _SQUAD_SETTINGS}
+    model_class, settings, record = _FINE_TUNED[FLAGS.task]
     model = model_class.from_checkpoint(
         FLAGS.model, vocab_file=FLAGS.vocab_file, bert_config_file=FLAGS.bert_config_file,
-        do_lower_case=FLAGS.do_lower_case, max_seq_length=FLAGS.max_seq_length or max_seq_length,
-        **settings, **_batch_settings())
+        do_lower_case=FLAGS.do_lower_case, **settings(), **_batch_settings())
     with AtomicFile(FLAGS.output_file) as out:
         for start, chunk in _chunks(texts, progress):
             for number, (text, answer) in enumerate(zip(chunk, model(chunk)), start=start):

@@ -19,21 +19,14 @@ losses, as the original's Estimator reports it.
 """
 from utils import entry_point  # first, so that TensorFlow starts quietly
 
-import os
-
-from absl import flags, logging
+from absl import flags
 import tensorflow as tf
 
 import common_flags
-from data.pretraining.dataset import (check_pretraining_files, count_records, damaged_records_named,
-                                      expand_file_patterns, pretraining_dataset)
+from data.pretraining.dataset import check_pretraining_files, expand_file_patterns
 from modeling import checkpoints
-from modeling.config import BertConfig
-from modeling.pretrainer import BertPretrainer, pretraining_losses, pretraining_metric_sums
-from training import fine_tuning
-from training.evaluation import evaluate
-from training.optimizer import optimizer_moments
-from utils.output_files import write_eval_results
+from modeling.pretrainer import BertPretrainer
+from tasks import pretraining
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None, "TFRecord files: comma-separated, globs allowed.")
@@ -62,139 +55,39 @@ common_flags.define_training_flags()
 flags.mark_flags_as_required(["input_file", "output_dir"])
 
 
-def _check_flags(config: BertConfig):
+def _records() -> pretraining.Records:
+    return pretraining.Records(FLAGS.input_file, FLAGS.max_seq_length,
+                               FLAGS.max_predictions_per_seq, FLAGS.use_next_sentence_label)
+
+
+def main(_):
+    # The strategy first: multi-worker collectives must be set up before any TensorFlow op.
+    strategy = common_flags.setup_from_flags()
+    config = common_flags.config_from_flags()
     common_flags.check_one_action("do_train", "do_eval")
     common_flags.check_max_seq_length(config)
     if FLAGS.do_eval and not FLAGS.eval_single_pass and FLAGS.max_eval_steps < 1:
         raise ValueError(f"--max_eval_steps={FLAGS.max_eval_steps} must be >= 1 (or set "
                          "--eval_single_pass to evaluate every record once)")
-
-
-def _initialise(model: BertPretrainer, path: str | None):
-    """Loads the whole pretrainer, or only its encoder from a checkpoint without these heads;
-    without a checkpoint the model keeps its random initialisation."""
-    if not path:
-        return
-    try:
-        checkpoints.load_checkpoint(model, path)
-    except checkpoints.CheckpointMismatchError:
-        # Strict on the encoder: its own mismatch, if any, is the error the user sees.
-        checkpoints.load_checkpoint(model.encoder, path)
-        logging.warning("%s has no pretraining heads that fit: they start from random values",
-                        path)
-
-
-class _PretrainingRecords:
-    """The --input_file records as `fine_tuning.train` reads them."""
-
-    def training_dataset_fn(self, micro_batch: int, seed: int, xla: bool = False):
-        # Pretraining sequences fill max_seq_length: the records keep their fixed shapes.
-        return lambda context: _dataset(True, micro_batch, context)
-
-
-def _dataset(is_training: bool, global_batch_size: int, input_context=None):
-    """Batches for one input pipeline.
-
-    Every worker reads the same seeded stream of global batches and keeps its slice of each, so a
-    run on several workers trains on exactly the batches a one-process run sees.
-    """
-    pipelines = input_context.num_input_pipelines if input_context else 1
-    batch_size = input_context.get_per_replica_batch_size(global_batch_size) \
-        if input_context else global_batch_size
-    dataset = pretraining_dataset(
-        FLAGS.input_file, global_batch_size if pipelines > 1 else batch_size,
-        FLAGS.max_seq_length, FLAGS.max_predictions_per_seq, is_training=is_training,
-        seed=FLAGS.seed)
-    if pipelines > 1:
-        share = global_batch_size // pipelines
-        begin = input_context.input_pipeline_id * share
-        dataset = dataset.map(lambda batch: {k: v[begin:begin + share] for k, v in batch.items()})
-        dataset = dataset.unbatch().batch(batch_size, drop_remainder=True)
-    return dataset
-
-
-def _loss_fn(outputs, batch, normaliser):
-    return pretraining_losses(
-        outputs, batch, normaliser.global_sum(tf.reduce_sum(batch["masked_lm_weights"])),
-        normaliser.global_batch_size(batch), FLAGS.use_next_sentence_label)
-
-
-def _save(trained: fine_tuning.Trained, output_dir: str) -> None:
-    """bert_model.ckpt as the original writes it (optimizer moments included), bert_config.json."""
-    checkpoints.save_tf1_checkpoint(
-        trained.model, os.path.join(output_dir, "bert_model.ckpt"),
-        global_step=trained.global_step, moments=optimizer_moments(trained.optimizer),
-        update_state_file=False)
-    trained.model.config.to_json_file(os.path.join(output_dir, "bert_config.json"))
-
-
-def _train(strategy, config: BertConfig) -> BertPretrainer:
-    task = fine_tuning.FineTuningTask(lambda: BertPretrainer(config), _loss_fn, head="",
-                                      initialise=_initialise, save=_save, metric_fn=_accuracy)
-    run = common_flags.fine_tuning_run(strategy, default_log_steps=100, optimizer_fn=(
-        lambda steps: common_flags.create_optimizer_from_flags(
-            FLAGS.learning_rate, steps, FLAGS.num_warmup_steps)))
-    with damaged_records_named(FLAGS.input_file):
-        return fine_tuning.train(run, task, _PretrainingRecords(), FLAGS.num_train_steps).model
-
-
-def _accuracy(outputs, batch):
-    value, weight = pretraining_metric_sums(outputs, batch)["masked_lm_accuracy"]
-    return {"masked_lm_accuracy": value / tf.maximum(weight, 1.0)}
-
-
-def _eval_dataset() -> tf.data.Dataset:
-    """The original's eval input (repeated, full batches), or each record once."""
-    repeat = not FLAGS.eval_single_pass
-    dataset = pretraining_dataset(
-        FLAGS.input_file, FLAGS.eval_batch_size, FLAGS.max_seq_length,
-        FLAGS.max_predictions_per_seq, is_training=False, repeat=repeat)
-    if repeat:
-        examples = FLAGS.max_eval_steps * FLAGS.eval_batch_size
-        records = count_records(FLAGS.input_file, limit=examples)
-        if records < examples:
-            logging.info("eval: %d batches of %d = %d examples from %d records: the records are "
-                         "read in order %.2f times, so some are counted more than once (as the "
-                         "original; --eval_single_pass counts each once)", FLAGS.max_eval_steps,
-                         FLAGS.eval_batch_size, examples, records, examples / records)
-    return dataset
-
-
-def _evaluate(model: BertPretrainer, global_step: int):
-    with damaged_records_named(FLAGS.input_file):
-        results = _evaluate_records(model)
-    results["global_step"] = global_step
-    path = os.path.join(FLAGS.output_dir, "eval_results.txt")
-    write_eval_results(path, results)
-    for key in sorted(results):
-        logging.info("eval: %s = %s", key, results[key])
-
-
-def _evaluate_records(model: BertPretrainer) -> dict:
-    return evaluate(
-        model, _eval_dataset(), pretraining_metric_sums,
-        lambda outputs, batch: pretraining_losses(
-            outputs, batch, use_next_sentence_label=FLAGS.use_next_sentence_label)["loss"],
-        max_steps=FLAGS.max_eval_steps)
-
-
-def main(_):
-    config = common_flags.config_from_flags()
-    _check_flags(config)
-    # The strategy first: multi-worker collectives must be set up before any TensorFlow op.
-    strategy = common_flags.setup_from_flags()
     # Unreadable or mismatched input fails here, before the output folder is touched.
     check_pretraining_files(expand_file_patterns(FLAGS.input_file), FLAGS.max_seq_length,
                             FLAGS.max_predictions_per_seq)
     tf.io.gfile.makedirs(FLAGS.output_dir)
-    model = _train(strategy, config) if FLAGS.do_train else None
+    records = _records()
+    model = None
+    if FLAGS.do_train:
+        run = common_flags.fine_tuning_run(strategy, default_log_steps=100, optimizer_fn=(
+            lambda steps: common_flags.create_optimizer_from_flags(
+                FLAGS.learning_rate, steps, FLAGS.num_warmup_steps)))
+        model = pretraining.train(run, config, records, FLAGS.num_train_steps)
     if FLAGS.do_eval:
         if model is None:
             model = BertPretrainer(config)
-            _initialise(model, FLAGS.init_checkpoint or FLAGS.output_dir)
+            pretraining.initialise(model, FLAGS.init_checkpoint or FLAGS.output_dir)
         step = checkpoints.checkpoint_step(FLAGS.init_checkpoint or FLAGS.output_dir) \
             if not FLAGS.do_train else FLAGS.num_train_steps
-        _evaluate(model, step)
+        pretraining.evaluate(model, records, step, FLAGS.output_dir, FLAGS.eval_batch_size,
+                             FLAGS.max_eval_steps, FLAGS.eval_single_pass)
 
 
 if __name__ == "__main__":

@@ -110,7 +110,7 @@ def compare(name: str, shared: str, sentences: list[str], work_dir: str) -> dict
     """Both sides on the checkpoint `name`: agreement and speed."""
     import transformers
     from modeling import checkpoints
-    from serving.text_tasks import FillMask
+    from tasks.fill_mask import FillMask
 
     loaded = read_checkpoint(name, shared)
     google_folder = os.path.join(work_dir, f"{name}_tf1")

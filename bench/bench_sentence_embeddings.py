@@ -98,7 +98,7 @@ def main() -> None:
     if importlib.util.find_spec("sentence_transformers") is None:
         sys.exit("sentence-transformers is not installed: pip install -r bench/requirements.txt")
     import sentence_transformers
-    from serving.text_tasks import SentenceEmbedder
+    from tasks.embedding import SentenceEmbedder
 
     folder = hf_model_dir()
     ours = SentenceEmbedder.from_checkpoint(folder, batch_size=BATCH)

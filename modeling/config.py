@@ -79,6 +79,13 @@ class BertConfig:
     def head_size(self) -> int:
         return self.hidden_size // self.num_attention_heads
 
+    def check_max_seq_length(self, max_seq_length: int, name: str = "max_seq_length") -> None:
+        """Raises ValueError unless `max_seq_length` fits [CLS], [SEP] and the position
+        embeddings; `name` is what the caller calls it (a flag, an argument)."""
+        if not 3 <= max_seq_length <= self.max_position_embeddings:
+            raise ValueError(f"{name}={max_seq_length} must be between 3 and the model's "
+                             f"max_position_embeddings={self.max_position_embeddings}")
+
     @classmethod
     def from_dict(cls, values: dict[str, Any], source: str = "config") -> "BertConfig":
         """Builds a config from `bert_config.json` content; missing keys take the original defaults."""

@@ -200,7 +200,8 @@ def test_squad_export_gives_logits_and_token_offsets(exported, uncased_vocab):
 
 
 def test_fill_mask_and_embedding_signatures_match_the_python_api(exported, uncased_vocab):
-    from serving.text_tasks import FillMask, SentenceEmbedder
+    from tasks.embedding import SentenceEmbedder
+    from tasks.fill_mask import FillMask
     results = exported["results"]
     tokenizer = FullTokenizer(str(uncased_vocab), True)
     pretrainer = read_model(str(exported["pretraining"])).model

@@ -18,7 +18,7 @@ from modeling.checkpoints.model_garden import object_paths
 from modeling.checkpoints.names import tf1_name_map
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
-from serving.text_tasks import FillMask
+from tasks.fill_mask import FillMask
 
 FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures_model_garden"
 OUTPUTS = np.load(FIXTURES / "outputs.npz")

@@ -10,7 +10,8 @@ import pytest
 
 from data.tokenization import FullTokenizer
 from modeling import checkpoints
-from serving.text_tasks import FillMask, SentenceEmbedder
+from tasks.embedding import SentenceEmbedder
+from tasks.fill_mask import FillMask
 from tests.conftest import REPO_ROOT
 from tests.modeling_fixtures import tiny_dir
 from tests.test_run_classifier import tiny_model  # noqa: F401 (a fixture)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bench.finetune_real_weights import SQUAD_TIMING
+from tasks.squad import TIMING as SQUAD_TIMING
 from data.squad import metrics
 from data.squad.examples import load_squad_json, read_squad_examples
 from data.squad.features import convert_examples_to_features, features_to_arrays

@@ -7,15 +7,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bench.bench_fill_mask import masked_sentences
 from data.tokenization import FullTokenizer
 from modeling import checkpoints
 from modeling.checkpoints import ModelSpec, build_model
 from modeling.checkpoints.names import tf1_name_map
 from modeling.checkpoints.tf1 import assign_tf1_values
-from modeling.encoder import BertEncoder
 from modeling.text_heads import POOLINGS, MaskedTokenPredictor
-from serving.text_tasks import MASK, EntityTagger, FillMask, SentenceEmbedder
+from tasks.embedding import SentenceEmbedder
+from tasks.fill_mask import MASK, FillMask
+from tasks.ner import EntityTagger
 from tests.hf_reference import load_hf_model, require, run_hf
 from tests.modeling_fixtures import golden, golden_inputs, tiny_dir
 
@@ -41,10 +41,17 @@ def test_masked_token_predictions_are_the_originals_top_k(fixtures_dir, uncased_
 
 
 def _masked_sentences(shared_data_dir, count: int, masks: int, seed: int) -> list[str]:
-    """Real sentences of WikiText-2 with `masks` of their words replaced by [MASK], as the
-    fill-mask benchmark picks them."""
-    return masked_sentences(
-        str(shared_data_dir / "wikitext-2-raw" / "wiki.test.sentences.txt"), count, masks, seed)
+    """`count` real sentences of WikiText-2 (6 to 60 words) with `masks` random words of each
+    replaced by [MASK]."""
+    rng = np.random.default_rng(seed)
+    path = shared_data_dir / "wikitext-2-raw" / "wiki.test.sentences.txt"
+    sentences = [line.split() for line in path.read_text(encoding="utf-8").splitlines()]
+    chosen = [words for words in sentences[seed::7] if 6 <= len(words) <= 60][:count]
+    for words in chosen:
+        for index in rng.choice(len(words), masks, replace=False):
+            words[index] = MASK
+    assert len(chosen) == count
+    return [" ".join(words) for words in chosen]
 
 
 @pytest.fixture(scope="module")
@@ -96,8 +103,8 @@ def test_fill_mask_of_several_masks_a_truncated_mask_and_a_line_without_one(
 
 def test_a_max_seq_length_beyond_the_model_is_refused(fixtures_dir, uncased_vocab):
     loaded = _read(fixtures_dir, uncased_vocab)
-    with pytest.raises(ValueError, match="max_seq_length=513 must be in .3, "
-                                         "max_position_embeddings=512"):
+    with pytest.raises(ValueError, match="max_seq_length=513 must be between 3 and the "
+                                         "model's max_position_embeddings=512"):
         FillMask(loaded.model, FullTokenizer(str(uncased_vocab), True), max_seq_length=513)
 
 

@@ -1,1 +1,2 @@
-"""Helpers every layer may import: atomic output files and progress lines."""
+"""Helpers every layer may import: atomic output files, progress lines, JSON files, and the
+scripts' entry point (stop signals, user errors, a quiet TensorFlow start)."""

@@ -1,11 +1,12 @@
 """SIGTERM and SIGINT end a script through Python's exception path, so no output is half-written.
 
 Left to their defaults, SIGTERM ends the process where it stands: the temporary file or folder an
-output was being written to stays behind. `raise_on_stop_signals` has both signals raise `Stopped` in the main
-thread instead, so every `AtomicFile` and `atomic_output_folder` in progress removes its
-temporary data, outputs already complete stay as they are, and the script exits with status 1
-and a message naming the signal (every script's `utils.entry_point.run` sets this up). Training loops set their own handlers while they train (they
-finish the step and checkpoint first, `training.run_guards.StopSignals`) and give these back.
+output was being written to stays behind. `raise_on_stop_signals` (which every script's
+`utils.entry_point.run` calls) has both signals raise `Stopped` in the main thread instead, so
+every `AtomicFile` and `atomic_output_folder` in progress removes its temporary data, outputs
+already complete stay as they are, and the script exits with status 1 and a message naming the
+signal. Training loops set their own handlers while they train (they finish the step and
+checkpoint first, `training.run_guards.StopSignals`) and give these back.
 """
 from __future__ import annotations
 

@@ -62,16 +62,28 @@ class _TokenizedDoc:
     word_to_first_piece: list[int]
 
 
+def check_window_settings(max_seq_length: int, max_query_length: int, doc_stride: int,
+                          prefix: str = "") -> None:
+    """Raises ValueError for windows without room for the context or a stride below 1; names
+    the settings with `prefix` ("--" for flags)."""
+    if max_seq_length <= max_query_length + 3:
+        raise ValueError(f"{prefix}max_seq_length={max_seq_length} leaves no room for the "
+                         f"context: it must exceed {prefix}max_query_length={max_query_length}"
+                         " + 3 ([CLS] and two [SEP])")
+    if doc_stride < 1:
+        raise ValueError(f"{prefix}doc_stride={doc_stride} must be at least 1")
+
+
 def convert_examples_to_features(examples: Iterable[SquadExample], tokenizer: FullTokenizer,
                                  max_seq_length: int, doc_stride: int, max_query_length: int,
                                  is_training: bool) -> Iterator[SquadFeatures]:
     """Yields the features of `examples`, in order, with consecutive unique ids.
 
     Raises:
-      ValueError: `max_seq_length` leaves no room for context tokens after a question.
+      ValueError: the settings fail `check_window_settings`, or `max_seq_length` leaves no
+        room for context tokens after a question.
     """
-    if doc_stride < 1:
-        raise ValueError(f"doc_stride must be positive, got {doc_stride}")
+    check_window_settings(max_seq_length, max_query_length, doc_stride)
     unique_id = FIRST_UNIQUE_ID
     doc: _TokenizedDoc | None = None
     for example_index, example in enumerate(examples):

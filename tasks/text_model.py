@@ -1,0 +1,129 @@
+"""What every task's Python API for new text shares: a model read from any checkpoint format with
+its tokenizer, texts turned into features (long ones truncated and counted), and batched
+prediction in the input's order (`training.prediction`)."""
+from __future__ import annotations
+
+import os
+from typing import Sequence
+
+from absl import logging
+import keras
+import numpy as np
+
+from data import tokenization
+from data.feature_extraction import ExtractionFeatures, convert_example, text_example
+from modeling import checkpoints
+from training import prediction
+from training.batching import ArrayExamples, Batching
+
+# The fine-tuned model a fine-tuning script writes into its --output_dir.
+FINE_TUNED_PREFIX = "model.ckpt"
+
+
+class _LengthRecorder:
+    """A tokenizer that records how many tokens each text had, before any truncation."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+        self.lengths: list[int] = []
+
+    def tokenize(self, text: str) -> list[str]:
+        tokens = self.tokenizer.tokenize(text)
+        self.lengths.append(len(tokens))
+        return tokens
+
+    def convert_tokens_to_ids(self, tokens) -> list[int]:
+        return self.tokenizer.convert_tokens_to_ids(tokens)
+
+
+class TextModel:
+    """Texts -> features -> a model's per-example outputs, in order."""
+
+    def __init__(self, model: keras.Model, tokenizer: tokenization.FullTokenizer,
+                 max_seq_length: int, batch_size: int, batching: Batching):
+        model.config.check_max_seq_length(max_seq_length)
+        if batch_size < 1:
+            raise ValueError(f"batch_size={batch_size} must be positive")
+        self.tokenizer = tokenizer
+        self.max_seq_length = max_seq_length
+        self.batch_size = batch_size
+        self.batching = batching
+
+    def _features(self, texts: Sequence[str], tokenizer) -> list[ExtractionFeatures]:
+        features, truncated = [], 0
+        recorder = _LengthRecorder(tokenizer)
+        for number, text in enumerate(texts):
+            recorder.lengths.clear()
+            feature = convert_example(text_example(number, text), self.max_seq_length, recorder)
+            # [CLS] A [SEP], and B [SEP] where B has tokens.
+            specials = 3 if len(recorder.lengths) > 1 and recorder.lengths[1] else 2
+            truncated += sum(recorder.lengths) + specials > len(feature.tokens)
+            features.append(feature)
+        if truncated:
+            logging.info("%d of %d texts were longer than max_seq_length=%d and were truncated",
+                         truncated, len(texts), self.max_seq_length)
+        return features
+
+    def _predict(self, model: keras.Model, arrays: dict[str, np.ndarray]) -> dict:
+        return prediction.predict(model, ArrayExamples(arrays, batching=self.batching),
+                                  self.batch_size)
+
+
+def model_folder(path: str) -> str:
+    """The folder of a model: `path` itself if it is one, else the folder of its prefix."""
+    return path if os.path.isdir(path) else os.path.dirname(path)
+
+
+def checked_lower_case(do_lower_case: bool | None, loaded: checkpoints.LoadedModel,
+                       path: str) -> bool:
+    """The casing given, else the one the model's folder records, else lower case; checked
+    against the names of Google's releases."""
+    if do_lower_case is None:
+        do_lower_case = True if loaded.do_lower_case is None else loaded.do_lower_case
+    tokenization.validate_case_matches_checkpoint(do_lower_case, path)
+    return do_lower_case
+
+
+def read_fine_tuned(path: str, head: str, description: str, vocab_file: str | None,
+                    bert_config_file: str | None, do_lower_case: bool | None
+                    ) -> tuple[checkpoints.LoadedModel, tokenization.FullTokenizer]:
+    """A fine-tuned model with `head` from `path` (a checkpoint, or a script's --output_dir
+    holding `model.ckpt`) and its tokenizer.
+
+    Raises:
+        ValueError: the checkpoint holds another model.
+    """
+    if os.path.isdir(path) and os.path.isfile(os.path.join(path, FINE_TUNED_PREFIX + ".index")):
+        path = os.path.join(path, FINE_TUNED_PREFIX)
+    loaded = checkpoints.read_model(path, bert_config_file=bert_config_file,
+                                    vocab_file=vocab_file)
+    if loaded.spec.head != head:
+        raise ValueError(f"{path} holds a {loaded.spec.head} model, not a fine-tuned "
+                         f"{description}")
+    tokenizer = tokenization.FullTokenizer(loaded.vocab_file,
+                                           checked_lower_case(do_lower_case, loaded, path))
+    return loaded, tokenizer
+
+
+def parts(text: str, layout: str) -> list[str]:
+    """The `|||`-separated parts of `text`, as many as `layout` has.
+
+    Raises:
+        ValueError: another number of parts.
+    """
+    found = [part.strip() for part in text.split("|||")]
+    if len(found) != layout.count("|||") + 1:
+        raise ValueError(f"expected `{layout}`, found {len(found)} part(s)")
+    return found
+
+
+def parsed(texts: Sequence[str], parse) -> dict[int, object]:
+    """`parse(text)` of every non-empty text, by index; an error names the text."""
+    found = {}
+    for index, text in enumerate(texts):
+        if text.strip():
+            try:
+                found[index] = parse(text)
+            except ValueError as error:
+                raise ValueError(f"texts[{index}]: {error}") from None
+    return found
