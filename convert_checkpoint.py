@@ -1,11 +1,13 @@
-"""Converts a BERT checkpoint between Google's TF1 format, this project's format, Hugging Face and
-Model Garden (TF-Hub encoder SavedModels are read too).
+"""Converts a BERT checkpoint between Google's TF1 format, this project's format, Hugging Face,
+Model Garden and KerasHub (TF-Hub encoder SavedModels are read too).
 
     python convert_checkpoint.py --input=$BERT_DIR/bert_model.ckpt --output=bert_hf --to=hf
 
-The input format (`tf1`, `keras`, `hf`, `model_garden` or `tf_hub`) is detected and said;
-`--input_format` overrides it. The head (pretraining, classifier, SQuAD span, ...) travels with the encoder; weights come out
-bit-identical. The output folder must be absent or empty and is written all or nothing.
+The input format (`tf1`, `keras`, `hf`, `model_garden`, `tf_hub` or `keras_hub`) is detected and
+said; `--input_format` overrides it. The head (pretraining, classifier, SQuAD span, ...) travels
+with the encoder; weights come out bit-identical. A KerasHub preset holds the encoder and a
+classifier only: pretraining heads are dropped with a warning, other heads refused. The output
+folder must be absent or empty and is written all or nothing.
 """
 from utils import entry_point  # first, so that TensorFlow starts quietly
 
@@ -20,7 +22,12 @@ flags.DEFINE_string("input", None, "Checkpoint prefix, or the folder holding the
 flags.DEFINE_string("output", None, "Output folder (absent or empty).")
 flags.DEFINE_enum("to", None, [f for f in checkpoints.FORMATS if f != "tf_hub"],
                   "Output format: tf1 (Google's), keras (this project's), hf (Hugging Face), "
-                  "model_garden (Model Garden's TF2 checkpoint).")
+                  "model_garden (Model Garden's TF2 checkpoint), keras_hub (a KerasHub preset: "
+                  "the encoder as BertBackbone, a classifier as BertTextClassifier; the "
+                  "pretraining heads are dropped, with a warning: KerasHub has no next-sentence "
+                  "head and its BertMaskedLM computes another masked-LM transform (erf GELU, "
+                  "LayerNorm epsilon 1e-5); SQuAD, token-classifier and multiple-choice heads are "
+                  "refused; only hidden_act=gelu, the tanh form BertBackbone computes).")
 define_input_flags(
     do_lower_case_help="Casing of the tokenizer, written to the output; default: as the input "
                        "says (hf, keras), else True.",

@@ -15,7 +15,9 @@ Code outside the package imports from here (`from modeling import checkpoints`):
 Inside: `formats` (the format table), `folder_readers` and `folders` (whole folders), one module
 per format (`tf1`, `keras_format`, `hf` with `hf_config` and `hf_names`, `model_garden` with
 `model_garden_config` and `model_garden_names`, `tf_hub` for the SavedModels exported from Model
-Garden, read as data), `names` (the name table) and `heads` (a checkpoint's head).
+Garden, read as data, `keras_hub` with `keras_hub_config`, `keras_hub_names` and
+`keras_hub_weights` for KerasHub presets, read as data), `names` (the name table) and `heads` (a
+checkpoint's head).
 """
 from modeling.checkpoints.errors import (CheckpointMismatchError, CorruptCheckpointError,
                                          NameTableError, UnsupportedCheckpointError)

@@ -8,6 +8,7 @@ loaded strictly, with the vocabulary and casing that travel beside the weights.
 - `model_garden`: an object-based `bert_model.ckpt` + `params.yaml` (or `bert_config.json`) +
   `vocab.txt` (`modeling.checkpoints.model_garden`).
 - `tf_hub`: a TF-Hub BERT encoder SavedModel, read as data (`modeling.checkpoints.tf_hub`).
+- `keras_hub`: a KerasHub BERT preset, read as data (`modeling.checkpoints.keras_hub`).
 
 `formats.FORMAT_TABLE` names the reader of each format; `folders.read_model` calls it.
 """
@@ -23,6 +24,8 @@ from modeling.checkpoints.errors import UnsupportedCheckpointError
 from modeling.checkpoints.heads import ModelSpec, build_model, detect_model_spec, read_model_spec
 from modeling.checkpoints.hf import VOCAB_FILE, read_hf_checkpoint
 from modeling.checkpoints.keras_format import keras_model_spec, load_keras_checkpoint
+from modeling.checkpoints.keras_hub import (VOCABULARY_FILE, VOCABULARY_FOLDER,
+                                            read_keras_hub_checkpoint)
 from modeling.checkpoints.model_garden import read_model_garden_config, read_model_garden_values
 from modeling.checkpoints.tf1 import assign_tf1_values, load_tf1_checkpoint
 from modeling.checkpoints.tf_hub import read_tf_hub_values
@@ -80,9 +83,9 @@ def _beside(folder: str, given: str | None, name: str, flag: str) -> str:
     return path
 
 
-def _vocab(folder: str, files: FolderFiles, config: BertConfig) -> str:
-    """The vocab.txt of the model, checked against the config's vocab_size."""
-    vocab_file = _beside(folder, files.vocab_file, VOCAB_FILE, "--vocab_file")
+def _vocab(folder: str, files: FolderFiles, config: BertConfig, name: str = VOCAB_FILE) -> str:
+    """The vocab.txt (or `name`) of the model, checked against the config's vocab_size."""
+    vocab_file = _beside(folder, files.vocab_file, name, "--vocab_file")
     lines = count_vocab_lines(vocab_file)
     if lines != config.vocab_size:
         raise UnsupportedCheckpointError(
@@ -158,3 +161,14 @@ def read_tf_hub_folder(found: FoundCheckpoint, files: FolderFiles) -> LoadedMode
     model = build_model(config, spec)
     assign_tf1_values(model, values, found.path)
     return LoadedModel(model, spec, vocab_file, do_lower_case)
+
+
+def read_keras_hub_folder(found: FoundCheckpoint, files: FolderFiles) -> LoadedModel:
+    """A KerasHub preset's model: its encoder, with the classifier of a BertTextClassifier preset;
+    the vocabulary is its `assets/tokenizer/vocabulary.txt` unless given."""
+    checkpoint = read_keras_hub_checkpoint(found.path)
+    vocab_file = _vocab(os.path.join(found.path, VOCABULARY_FOLDER), files, checkpoint.config,
+                        VOCABULARY_FILE)
+    model = build_model(checkpoint.config, checkpoint.spec)
+    assign_tf1_values(model, checkpoint.values, found.path)
+    return LoadedModel(model, checkpoint.spec, vocab_file, checkpoint.do_lower_case)

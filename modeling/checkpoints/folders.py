@@ -9,6 +9,8 @@ beside the target and renames it into place, so a failed conversion leaves nothi
 - `hf`: a Hugging Face folder (`modeling.checkpoints.hf`).
 - `model_garden`: Model Garden's object-based `bert_model.ckpt` + `bert_config.json` + `vocab.txt`
   (`modeling.checkpoints.model_garden`).
+- `keras_hub`: a KerasHub preset folder (`modeling.checkpoints.keras_hub`): the encoder as
+  `BertBackbone`, a classifier as `BertTextClassifier`, pretraining heads dropped with a warning.
 - `tf_hub` is read only (`modeling.checkpoints.tf_hub`; `export_savedmodel.py` writes TF-Hub style
   SavedModels).
 """
@@ -19,11 +21,12 @@ import shutil
 
 from modeling.checkpoints.errors import UnsupportedCheckpointError
 from modeling.checkpoints.folder_readers import BERT_CONFIG_FILE, FolderFiles, LoadedModel
-from modeling.checkpoints.formats import (FORMAT_TABLE, FORMATS, HF, KERAS, MODEL_GARDEN, TF1,
-                                          TF_HUB, locate)
+from modeling.checkpoints.formats import (FORMAT_TABLE, FORMATS, HF, KERAS, KERAS_HUB,
+                                          MODEL_GARDEN, TF1, TF_HUB, locate)
 from modeling.checkpoints.heads import model_spec, write_model_spec
 from modeling.checkpoints.hf import VOCAB_FILE, check_hf_writable, write_hf_checkpoint
 from modeling.checkpoints.keras_format import save_keras_checkpoint
+from modeling.checkpoints.keras_hub import check_keras_hub_writable, write_keras_hub_preset
 from modeling.checkpoints.model_garden import (check_model_garden_writable,
                                                write_model_garden_checkpoint)
 from modeling.checkpoints.tf1 import save_tf1_checkpoint
@@ -62,6 +65,8 @@ def _check_writable(loaded: LoadedModel, output_format: str) -> None:
         check_hf_writable(loaded.spec)
     if output_format == MODEL_GARDEN:
         check_model_garden_writable(loaded.spec)
+    if output_format == KERAS_HUB:
+        check_keras_hub_writable(loaded.model, loaded.vocab_file)
     if model_spec(loaded.model) != loaded.spec:
         raise ValueError(f"the model is a {model_spec(loaded.model)}, not a {loaded.spec}")
 
@@ -73,6 +78,9 @@ def write_model(loaded: LoadedModel, output_format: str, output: str,
     with atomic_output_folder(output) as folder:
         if output_format == HF:
             write_hf_checkpoint(loaded.model, folder, loaded.vocab_file, do_lower_case)
+            return
+        if output_format == KERAS_HUB:
+            write_keras_hub_preset(loaded.model, folder, loaded.vocab_file, do_lower_case)
             return
         if output_format == MODEL_GARDEN:
             write_model_garden_checkpoint(loaded.model, os.path.join(folder, TF1_PREFIX))

@@ -10,6 +10,8 @@ built model, how a whole folder of it is read.
   (`modeling.checkpoints.model_garden`).
 - `tf_hub`: a TF-Hub / Kaggle BERT encoder SavedModel, read as data, never loaded
   (`modeling.checkpoints.tf_hub`).
+- `keras_hub`: a KerasHub BERT preset folder (`config.json` + `model.weights.h5` + tokenizer), read
+  as data, never loaded (`modeling.checkpoints.keras_hub`).
 
 `load_checkpoint` is what `--init_checkpoint` of every script calls; `folders.read_model` builds
 the model a checkpoint folder calls for. Both go through `locate`, which resolves a checkpoint's
@@ -26,17 +28,18 @@ import keras
 
 from modeling.checkpoints.folder_readers import (FolderFiles, FoundCheckpoint, LoadedModel,
                                                  read_hf_folder, read_keras_folder,
-                                                 read_model_garden_folder, read_tf1_folder,
-                                                 read_tf_hub_folder)
+                                                 read_keras_hub_folder, read_model_garden_folder,
+                                                 read_tf1_folder, read_tf_hub_folder)
 from modeling.checkpoints.hf import is_hf_folder, load_hf_checkpoint
 from modeling.checkpoints.keras_format import is_object_based, load_keras_checkpoint
+from modeling.checkpoints.keras_hub import is_keras_hub_folder, load_keras_hub_checkpoint
 from modeling.checkpoints.model_garden import (is_model_garden_checkpoint,
                                                load_model_garden_checkpoint)
 from modeling.checkpoints.tf1 import load_tf1_checkpoint, open_checkpoint, resolve_checkpoint_prefix
 from modeling.checkpoints.tf_hub import is_tf_hub_folder, load_tf_hub_checkpoint
 
 TF1, KERAS, HF = "tf1", "keras", "hf"
-MODEL_GARDEN, TF_HUB = "model_garden", "tf_hub"
+MODEL_GARDEN, TF_HUB, KERAS_HUB = "model_garden", "tf_hub", "keras_hub"
 _STEP_NAMES = ("global_step", "optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE")
 
 
@@ -45,8 +48,8 @@ class Format:
     """What the code knows of one checkpoint format."""
 
     description: str
-    # True for a folder format (hf, tf_hub): `detect` takes its path, and no checkpoint file is
-    # opened; else `detect` takes the open checkpoint.
+    # True for a folder format (hf, tf_hub, keras_hub): `detect` takes its path, and no checkpoint
+    # file is opened; else `detect` takes the open checkpoint.
     is_folder: bool
     # Whether the path or the open checkpoint is of this format.
     detect: Callable[[Any], bool]
@@ -56,8 +59,12 @@ class Format:
     read: Callable[[FoundCheckpoint, FolderFiles], LoadedModel]
 
 
-# In the order of detection: folder formats first, then object-based before name-based.
+# In the order of detection: folder formats first (a KerasHub preset's config.json before a Hugging
+# Face one), then object-based before name-based.
 FORMAT_TABLE = {
+    KERAS_HUB: Format("KerasHub BERT preset", True, is_keras_hub_folder,
+                      lambda model, found: load_keras_hub_checkpoint(model, found.path),
+                      read_keras_hub_folder),
     HF: Format("Hugging Face folder", True, is_hf_folder,
                lambda model, found: load_hf_checkpoint(model, found.path), read_hf_folder),
     TF_HUB: Format("TF-Hub BERT encoder SavedModel", True, is_tf_hub_folder,
@@ -75,7 +82,7 @@ FORMAT_TABLE = {
                 lambda model, found: load_tf1_checkpoint(model, found.path, found.reader),
                 read_tf1_folder),
 }
-FORMATS = (TF1, KERAS, HF, MODEL_GARDEN, TF_HUB)
+FORMATS = (TF1, KERAS, HF, MODEL_GARDEN, TF_HUB, KERAS_HUB)
 DESCRIPTIONS = {name: FORMAT_TABLE[name].description for name in FORMATS}
 
 
@@ -83,7 +90,8 @@ def locate(path: str, input_format: str | None = None) -> FoundCheckpoint:
     """Finds a checkpoint's format, resolves its path and opens its file, each once.
 
     Args:
-        path: checkpoint prefix, or the folder holding it; a Hugging Face or SavedModel folder.
+        path: checkpoint prefix, or the folder holding it; a Hugging Face, SavedModel or KerasHub
+            preset folder.
         input_format: one of FORMATS, taken as given; detected when None.
 
     Raises:
@@ -103,8 +111,8 @@ def locate(path: str, input_format: str | None = None) -> FoundCheckpoint:
 
 
 def detect_format(path: str) -> str:
-    """`hf` for a folder with `config.json`, `tf_hub` for a SavedModel folder, else `model_garden`,
-    `keras` or `tf1` by the checkpoint's kind.
+    """`keras_hub` for a KerasHub preset, `hf` for another folder with `config.json`, `tf_hub` for
+    a SavedModel folder, else `model_garden`, `keras` or `tf1` by the checkpoint's kind.
 
     Args:
         path: checkpoint prefix, or the folder holding it.
@@ -118,7 +126,8 @@ def load_checkpoint(model: keras.Model, path: str) -> str:
     Args:
         model: the model, or only its encoder (`model.encoder`) to initialise an encoder from a
             checkpoint written with other heads.
-        path: checkpoint prefix or the folder holding it; a Hugging Face or SavedModel folder.
+        path: checkpoint prefix or the folder holding it; a Hugging Face, SavedModel or KerasHub
+            preset folder.
 
     Returns:
         The format found: one of FORMATS.
