@@ -22,13 +22,17 @@ empty lines included, in the input's order.
 - classify: a model run_classifier.py fine-tuned (its --output_dir, or any classifier
   checkpoint): {"line": n, "text": ..., "label": ..., "probabilities": {label: p, ...}}, the
   label names the model was saved with; a regression model (STS-B): {"line", "text",
-  "prediction"}.
+  "prediction"}. A line longer than --max_seq_length is read in overlapping windows (a pair:
+  windows of its longer side, the shorter kept in each) and the windows' probabilities (or
+  predictions) are averaged.
 - squad: `question ||| context` a line, a model run_squad.py fine-tuned: {"line", "text",
   "answer", "probability", "start_logit", "end_logit"} (run_squad.py's window and answer flags).
 - swag: `context ||| ending ||| ending ||| ending ||| ending`, a model run_swag.py fine-tuned:
   {"line", "text", "prediction": the ending's index, "probabilities": [4]}.
 - ner: a sentence a line, its words split at whitespace, a model run_ner.py fine-tuned:
-  {"line", "text", "words": [...], "tags": [...]}.
+  {"line", "text", "words": [...], "tags": [...]}. A sentence longer than --max_seq_length is
+  tagged in overlapping windows, each word from the window where its first piece has the most
+  context.
 An empty line's answer is null (squad, swag); a line without its parts is named before the model
 is read.
 """
@@ -62,9 +66,10 @@ flags.DEFINE_string("bert_config_file", None, "The model's bert_config.json, if 
 flags.DEFINE_string("vocab_file", None, "The model's vocab.txt, if not beside it.")
 flags.DEFINE_bool("do_lower_case", None, "Lower-case the input. Default: what the model's "
                   "folder records, else true.")
-flags.DEFINE_integer("max_seq_length", None, "Longest sequence after WordPiece tokenization; "
-                     "longer texts are truncated (and counted). Default: a sentence-transformers "
-                     "folder's, else 128.")
+flags.DEFINE_integer("max_seq_length", None, "Longest sequence after WordPiece tokenization. "
+                     "fill_mask, embed and swag truncate longer texts (and count them); squad, "
+                     "classify and ner read them in overlapping windows (--doc_stride). Default: "
+                     "a sentence-transformers folder's, squad 384, else 128.")
 flags.DEFINE_integer("batch_size", 32, "Texts per batch.")
 flags.DEFINE_integer("top_k", 5, "fill_mask: tokens given for each [MASK].")
 flags.DEFINE_enum("pooling", None, list(POOLINGS), "embed: the last layer at [CLS], the pooler "
@@ -72,8 +77,15 @@ flags.DEFINE_enum("pooling", None, list(POOLINGS), "embed: the last layer at [CL
                   "folder's, else cls.")
 flags.DEFINE_bool("normalize", None, "embed: L2-normalise each vector. Default: a "
                   "sentence-transformers folder's, else false.")
-flags.DEFINE_integer("doc_stride", squad.Windows.doc_stride,
-                     "squad: stride between the context's windows.")
+flags.DEFINE_integer("doc_stride", None,
+                     "Tokens between the starts of the overlapping windows of a text longer than "
+                     "--max_seq_length. squad: windows of the context, each answer start scored "
+                     f"in its window of most context (default {squad.Windows.doc_stride}). ner: "
+                     "windows of the sentence, each word tagged from the window where its first "
+                     "piece has the most context. classify: windows of the text (of a pair, of "
+                     "its longer side; the shorter, cut to half a window at most, is in every "
+                     "window), the windows' probabilities averaged. Default for ner and classify: "
+                     "half a window. Texts that fit are one sequence, as without windows.")
 flags.DEFINE_integer("max_query_length", squad.Windows.max_query_length,
                      "squad: longest question, in pieces.")
 flags.DEFINE_integer("n_best_size", squad.AnswerRules.n_best_size,
@@ -178,8 +190,9 @@ def _tag(words) -> dict:
 
 
 def _squad_settings() -> dict:
-    windows = squad.Windows(FLAGS.max_seq_length or squad.Windows.max_seq_length,
-                            FLAGS.doc_stride, FLAGS.max_query_length)
+    doc_stride = squad.Windows.doc_stride if FLAGS.doc_stride is None else FLAGS.doc_stride
+    windows = squad.Windows(FLAGS.max_seq_length or squad.Windows.max_seq_length, doc_stride,
+                            FLAGS.max_query_length)
     rules = squad.AnswerRules(FLAGS.n_best_size, FLAGS.max_answer_length,
                               version_2_with_negative=FLAGS.version_2_with_negative,
                               null_score_diff_threshold=FLAGS.null_score_diff_threshold)
@@ -190,11 +203,15 @@ def _length_settings() -> dict:
     return {"max_seq_length": FLAGS.max_seq_length or 128}
 
 
+def _window_settings() -> dict:
+    return {**_length_settings(), "doc_stride": FLAGS.doc_stride}
+
+
 # --task -> (the model's class, its settings from the flags, its record of one answer).
-_FINE_TUNED = {"classify": (TextClassifier, _length_settings, _classify),
+_FINE_TUNED = {"classify": (TextClassifier, _window_settings, _classify),
                "squad": (squad.QuestionAnswerer, _squad_settings, _answer),
                "swag": (MultipleChoice, _length_settings, _choose),
-               "ner": (EntityTagger, _length_settings, _tag)}
+               "ner": (EntityTagger, _window_settings, _tag)}
 
 
 def _fine_tuned(texts: list[str], progress: Progress) -> None:
@@ -232,6 +249,8 @@ def main(_):
         raise ValueError(f"--top_k={FLAGS.top_k} must be positive")
     if FLAGS.batch_size < 1:
         raise ValueError(f"--batch_size={FLAGS.batch_size} must be positive")
+    if FLAGS.doc_stride is not None and FLAGS.doc_stride < 1:
+        raise ValueError(f"--doc_stride={FLAGS.doc_stride} must be at least 1")
     folder = os.path.dirname(os.path.abspath(FLAGS.output_file))
     if not os.path.isdir(folder):
         raise FileNotFoundError(f"--output_file={FLAGS.output_file}: folder {folder} not found")

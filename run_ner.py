@@ -8,6 +8,9 @@
 --data_dir holds train.txt, valid.txt and test.txt (or eng.train, eng.testa, eng.testb), IOB1 or
 IOB2. Each word's first WordPiece carries its tag; other pieces are ignored by the loss and the
 predictions. --document_context fills each sequence with the sentence's neighbours in its document.
+Training cuts a sentence longer than --max_seq_length; dev and test tag it in overlapping windows
+--doc_stride tokens apart, each word from the window where its first piece has the most context
+(SQuAD's rule); a sentence that fits is one sequence either way.
 With --feature_based, BERT stays frozen: the concatenated activations of --feature_layers at each
 word, computed once and cached under --feature_cache_dir, feed a two-layer BiLSTM
 (--lstm_units per direction) and a classifier, which alone are trained.
@@ -44,7 +47,8 @@ common_flags.define_model_flags(
     "Pretrained checkpoint: the encoder to fine-tune or, with --feature_based, to extract "
     "features from. Without --do_train and --feature_based, a fine-tuned tagger (default: the "
     "newest in --output_dir).",
-    max_seq_length_help="Tokens per sequence; longer sentences are cut.", do_lower_case=False,
+    max_seq_length_help="Tokens per sequence; longer sentences are cut in training and tagged in "
+    "windows (--doc_stride) in evaluation and prediction.", do_lower_case=False,
     do_lower_case_help="Lower-case the input (uncased models; NER usually uses cased ones).")
 common_flags.define_fine_tuning_flags(
     {"train": "Train on the train file.", "eval": "Score the dev file (valid.txt).",
@@ -54,6 +58,13 @@ common_flags.define_fine_tuning_flags(
 flags.DEFINE_enum("tag_scheme", "auto", conll.TAG_SCHEMES, "Tags of the files: iob1, iob2, auto.")
 flags.DEFINE_bool("document_context", False, "Pack the maximal document context around each "
                   "sentence, as the paper does.")
+flags.DEFINE_integer("doc_stride", None, "Dev and test: tokens between the starts of the "
+                     "overlapping windows of a sentence (with --document_context, of the sentence "
+                     "and half a window of its document on each side) longer than "
+                     "--max_seq_length; each word is tagged from the window where its first "
+                     "piece has the most context. Sentences that fit are unchanged. Default: "
+                     "half a window, (max_seq_length - 2) // 2. Not with --feature_based, which "
+                     "cuts long sentences.")
 flags.DEFINE_bool("feature_based", False, "Keep BERT frozen; train a BiLSTM on its features.")
 flags.DEFINE_string("feature_layers", "-1,-2,-3,-4", "--feature_based: encoder layers to "
                     "concatenate (-1 is the last).")
@@ -68,8 +79,14 @@ def _check_flags(config: BertConfig) -> list[int]:
     common_flags.check_fine_tuning_flags(config)
     if FLAGS.lstm_units < 1:
         raise ValueError(f"--lstm_units={FLAGS.lstm_units} must be positive")
+    if FLAGS.doc_stride is not None and FLAGS.doc_stride < 1:
+        raise ValueError(f"--doc_stride={FLAGS.doc_stride} must be at least 1")
     if not FLAGS.feature_based:
         return []
+    if FLAGS.doc_stride is not None:
+        raise ValueError("--doc_stride: --feature_based reads each word from one sequence per "
+                         "sentence (long sentences are cut); windows are for the fine-tuned "
+                         "tagger")
     if not FLAGS.init_checkpoint:
         raise ValueError("--feature_based needs --init_checkpoint (the encoder to extract from)")
     try:
@@ -105,12 +122,14 @@ def main(_):
     config = common_flags.config_from_flags()
     layers = _check_flags(config)
     tokenizer = common_flags.tokenizer_from_flags(config)
-    settings = ner.Settings(FLAGS.max_seq_length, FLAGS.tag_scheme, FLAGS.document_context)
+    settings = ner.Settings(FLAGS.max_seq_length, FLAGS.tag_scheme, FLAGS.document_context,
+                            FLAGS.doc_stride)
     wanted = {"train": FLAGS.do_train, "dev": FLAGS.do_eval, "test": FLAGS.do_predict}
     splits = ner.read_splits(FLAGS.data_dir, [split for split, on in wanted.items() if on],
                              FLAGS.tag_scheme)
     labels = _label_list(splits)
-    features = ner.features(splits, tokenizer, labels, settings)
+    features = ner.features(splits, tokenizer, labels, settings,
+                            windowed=not FLAGS.feature_based)
     tf.io.gfile.makedirs(FLAGS.output_dir)
     strategy = common_flags.setup_from_flags()
     learning_rate = FLAGS.learning_rate or (1e-3 if FLAGS.feature_based else 5e-5)

@@ -2,7 +2,8 @@
 
 Examples -> features (`data.classifier`), the classifier with its loss, dev scores
 (`eval_results.txt`), test predictions (`test_results.tsv` and the GLUE server's submission file),
-the best model of `--eval_every_epoch`, and `TextClassifier` for new text.
+the best model of `--eval_every_epoch`, and `TextClassifier` for new text, which reads a text longer
+than a sequence in overlapping windows (`data.windows.pair_windows`) and averages their answers.
 """
 from __future__ import annotations
 
@@ -17,11 +18,13 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from data import tokenization
+from data import tokenization, windows
 from data.classifier import glue_tasks
-from data.classifier.features import InputExample, convert_examples_to_features, features_to_arrays
+from data.classifier.features import (InputExample, convert_examples_to_features,
+                                      features_to_arrays, truncate_seq_pair)
 from data.classifier.glue_submission import write_submission, write_test_results
 from data.classifier.metrics import loss_metrics, task_metrics
+from data.feature_extraction import ExtractionFeatures, text_example
 from data.feature_extraction import features_to_arrays as text_arrays
 from modeling import losses
 from modeling.config import BertConfig
@@ -221,20 +224,53 @@ class Classified:
     prediction: float | None = None
 
 
+def text_windows(number: int, text: str, max_seq_length: int,
+                 tokenizer: tokenization.FullTokenizer,
+                 doc_stride: int | None = None) -> list[ExtractionFeatures]:
+    """A line's sequences: `[CLS] A [SEP] (B [SEP])` as the original builds it when it fits, else
+    one per window of `data.windows.pair_windows` (a pair too long for windows of both sides is
+    truncated longest-first, as the original truncates)."""
+    example = text_example(number, text)
+    tokens_a = tokenizer.tokenize(example.text_a)
+    tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else []
+    room = max_seq_length - (3 if tokens_b else 2)
+    if tokens_b and room < 2:
+        truncate_seq_pair(tokens_a, tokens_b, room)
+    found = []
+    for window_a, window_b in windows.pair_windows(tokens_a, tokens_b, room, doc_stride):
+        tokens = ["[CLS]", *window_a, "[SEP]"] + ([*window_b, "[SEP]"] if window_b else [])
+        segment_ids = [0] * (len(window_a) + 2) + [1] * (len(tokens) - len(window_a) - 2)
+        padding = [0] * (max_seq_length - len(tokens))
+        found.append(ExtractionFeatures(
+            number, tokens, tokenizer.convert_tokens_to_ids(tokens) + padding,
+            [1] * len(tokens) + padding, segment_ids + padding))
+    return found
+
+
 class TextClassifier(TextModel):
     """A sentence (pair) classifier's answers, with the label names the model was saved with
     (`run_classifier.py` writes them into `model_spec.json`; without them, labels are their
-    ids)."""
+    ids).
+
+    A text longer than max_seq_length is read in overlapping windows `doc_stride` tokens apart
+    (default half a window); a pair keeps its shorter side in every window. The answer is the
+    mean of the windows' class probabilities (a regression model's: of their predictions). A
+    text that fits is one sequence, as `run_classifier.py` builds it.
+    """
 
     def __init__(self, model: keras.Model, tokenizer: tokenization.FullTokenizer,
                  labels: Sequence[str] | None = None, max_seq_length: int = 128,
-                 batch_size: int = 32, batching: Batching = Batching()):
+                 batch_size: int = 32, batching: Batching = Batching(),
+                 doc_stride: int | None = None):
         super().__init__(model, tokenizer, max_seq_length, batch_size, batching)
         self.model = model
         self.labels = tuple(labels) if labels else tuple(str(i) for i in range(model.num_labels))
         if len(self.labels) != model.num_labels:
             raise ValueError(f"{len(self.labels)} label names for a classifier of "
                              f"{model.num_labels} labels")
+        if doc_stride is not None and doc_stride < 1:
+            raise ValueError(f"doc_stride={doc_stride} must be at least 1")
+        self.doc_stride = doc_stride
 
     @classmethod
     def from_checkpoint(cls, path: str, vocab_file: str | None = None,
@@ -254,13 +290,25 @@ class TextClassifier(TextModel):
         return cls(loaded.model, tokenizer, loaded.labels, **kwargs)
 
     def __call__(self, texts: Sequence[str]) -> list[Classified]:
-        features = self._features(texts, self.tokenizer)
-        if not features:
+        found = [text_windows(number, text, self.max_seq_length, self.tokenizer, self.doc_stride)
+                 for number, text in enumerate(texts)]
+        if not found:
             return []
-        logits = self._predict(self.model, text_arrays(features))["logits"]
-        if self.model.num_labels == 1:
-            return [Classified(None, None, float(value)) for value in logits[:, 0]]
-        probabilities = tf.nn.softmax(logits, axis=-1).numpy()
+        windowed = [len(sequences) for sequences in found if len(sequences) > 1]
+        if windowed:
+            logging.info("%d of %d texts were longer than max_seq_length=%d: read in %d windows, "
+                         "their answers averaged", len(windowed), len(texts),
+                         self.max_seq_length, sum(windowed))
+        logits = self._predict(self.model, text_arrays(
+            [sequence for sequences in found for sequence in sequences]))["logits"]
+        regression = self.model.num_labels == 1
+        outputs = logits if regression else tf.nn.softmax(logits, axis=-1).numpy()
+        owners = np.repeat(np.arange(len(texts)), [len(sequences) for sequences in found])
+        sums = np.zeros((len(texts), outputs.shape[1]))
+        np.add.at(sums, owners, outputs)
+        means = sums / np.bincount(owners, minlength=len(texts))[:, None]   # [texts, K]
+        if regression:
+            return [Classified(None, None, float(value)) for value in means[:, 0]]
         return [Classified(self.labels[int(np.argmax(row))],
                            dict(zip(self.labels, (float(p) for p in row))))
-                for row in probabilities]
+                for row in means]

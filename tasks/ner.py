@@ -2,8 +2,10 @@
 
 Sentences (with their document's context, if asked) -> sequences whose words' first pieces carry
 the tags (`data.ner`), the token classifier and its loss over those pieces, the conlleval
-evaluation and its files, and `EntityTagger` for new text. The feature-based mode (BERT frozen, a
-BiLSTM on its features) is `tasks.ner_feature_based`.
+evaluation and its files, and `EntityTagger` for new text. Training cuts a sentence longer than a
+sequence; tagging (dev, test, new text) cuts it into overlapping windows and takes each word's tag
+from the window where its first piece has the most context (`data.windows`, SQuAD's rule). The
+feature-based mode (BERT frozen, a BiLSTM on its features) is `tasks.ner_feature_based`.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from data import tokenization
+from data import tokenization, windows
 from data.ner import conll, features as ner_features, metrics
 from modeling import losses
 from modeling.config import BertConfig
@@ -41,6 +43,20 @@ class Settings:
     max_seq_length: int = 128
     tag_scheme: str = "auto"
     document_context: bool = False
+    # Tokens between the windows of a dev or test sentence longer than a sequence; None: half a
+    # window (`tagging_stride`).
+    doc_stride: int | None = None
+
+
+def tagging_stride(max_seq_length: int, doc_stride: int | None) -> int:
+    """The stride of a tagged sentence's windows: `doc_stride`, else half a window.
+
+    Raises:
+        ValueError: `doc_stride` < 1.
+    """
+    if doc_stride is not None and doc_stride < 1:
+        raise ValueError(f"doc_stride={doc_stride} must be at least 1")
+    return doc_stride or windows.default_stride(max_seq_length - 2)
 
 
 def split_path(data_dir: str, split: str) -> str:
@@ -76,14 +92,19 @@ def saved_labels(path: str) -> list[str] | None:
 
 def features(splits: dict[str, tuple[str, conll.ConllData]],
              tokenizer: tokenization.FullTokenizer, labels: Sequence[str],
-             settings: Settings) -> dict[str, ner_features.NerFeatures]:
-    """Every split's features, made before anything is written (a tag outside the labels fails)."""
+             settings: Settings, windowed: bool = True) -> dict[str, ner_features.NerFeatures]:
+    """Every split's features, made before anything is written (a tag outside the labels fails).
+
+    The train split's long sentences are cut; dev's and test's are windows, unless not
+    `windowed` (the feature-based tagger's words are read from one sequence each).
+    """
+    stride = tagging_stride(settings.max_seq_length, settings.doc_stride)
     found = {}
     for split, (path, data) in splits.items():
         try:
             found[split] = ner_features.convert_documents_to_features(
                 data.documents, tokenizer, labels, settings.max_seq_length,
-                settings.document_context)
+                settings.document_context, stride if windowed and split != "train" else None)
         except ValueError as error:
             raise ValueError(f"{path}: {error}") from None
     return found
@@ -153,16 +174,19 @@ class TaggedWord:
 class EntityTagger(TextModel):
     """A sentence, its words split at whitespace -> each word's tag, as `run_ner.py` (fine-tuned,
     not `--feature_based`) tags a CoNLL-2003 sentence on its own: the tag predicted at the
-    word's first piece, `O` for a word cut off by max_seq_length."""
+    word's first piece. A sentence longer than max_seq_length is tagged in overlapping windows
+    `doc_stride` tokens apart (default half a window), each word from the window where its first
+    piece has the most context."""
 
     def __init__(self, model: keras.Model, tokenizer: tokenization.FullTokenizer,
                  labels: Sequence[str], max_seq_length: int = 128, batch_size: int = 32,
-                 batching: Batching = Batching()):
+                 batching: Batching = Batching(), doc_stride: int | None = None):
         super().__init__(model, tokenizer, max_seq_length, batch_size, batching)
         if len(labels) != model.num_labels:
             raise ValueError(f"{len(labels)} labels for a tagger of {model.num_labels}")
         self.model = model
         self.labels = tuple(labels)
+        self.doc_stride = tagging_stride(max_seq_length, doc_stride)
 
     @classmethod
     def from_checkpoint(cls, path: str, vocab_file: str | None = None,
@@ -191,11 +215,13 @@ class EntityTagger(TextModel):
             conll.ConllToken(word, "", "", conll.OUTSIDE_TAG) for word in text.split()),
             number + 1),)) for number, text in enumerate(texts)]
         found = ner_features.convert_documents_to_features(
-            documents, self.tokenizer, self.labels, self.max_seq_length)
-        cut = sum(bool((positions < 0).any()) for positions in found.word_positions)
-        if cut:
-            logging.info("%d of %d texts were longer than max_seq_length=%d: the words past it "
-                         "are tagged O", cut, len(texts), self.max_seq_length)
+            documents, self.tokenizer, self.labels, self.max_seq_length,
+            doc_stride=self.doc_stride)
+        windowed = sum(len(set(rows[rows >= 0].tolist())) > 1 for rows in found.word_rows)
+        if windowed:
+            logging.info("%d of %d texts were longer than max_seq_length=%d: tagged in %d "
+                         "windows, %d tokens apart", windowed, len(texts), self.max_seq_length,
+                         len(found.input_ids) - len(texts) + windowed, self.doc_stride)
         tags, _ = tag(self.model, found, self.labels, self.batch_size, self.batching)
         return [[TaggedWord(word, word_tag) for word, word_tag in zip(text.split(), sentence_tags)]
                 for text, sentence_tags in zip(texts, tags)]

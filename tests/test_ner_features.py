@@ -120,6 +120,50 @@ def test_long_sentence_is_cut_and_cut_words_predict_o(tokenizer):
     assert tags[1] == ["I-PER", "I-PER", "O"]
 
 
+def test_long_sentence_is_tagged_in_windows_of_most_context(tokenizer):
+    features = ner_features.convert_documents_to_features([_document()], tokenizer, _LABELS, 6,
+                                                          doc_stride=2)
+    # 4 tokens of room: "john lives in new york ." is windows 0..3 and 2..5; pieces 0-2 have
+    # their most context in the first (2: 1.04 against 0.04), 3-5 in the second. The other
+    # sentences fit and are one sequence each, as without windows.
+    np.testing.assert_array_equal(features.input_ids, [
+        [2, 4, 5, 6, 7, 3], [2, 6, 7, 8, 9, 3], [2, 10, 11, 12, 9, 3], [2, 13, 14, 9, 3, 0]])
+    assert [r.tolist() for r in features.word_rows] == [[0, 0, 0, 1, 1, 1], [2, 2, 2],
+                                                        [3, 3, 3]]
+    assert [p.tolist() for p in features.word_positions] == [[1, 2, 3, 2, 3, 4], [1, 2, 4],
+                                                             [1, 2, 3]]
+    # Each word is labelled once, in the window it is tagged from.
+    np.testing.assert_array_equal(features.label_ids[:2], [[_X, 5, 0, 0, _X, _X],
+                                                           [_X, _X, 1, 2, 0, _X]])
+    predicted = np.full((4, 6), 6)                       # I-PER everywhere...
+    predicted[1, 2] = 1                                  # ...but "new" in its window
+    tags = ner_features.predicted_word_tags(features, predicted, _LABELS)
+    assert tags[0] == ["I-PER", "I-PER", "I-PER", "B-LOC", "I-PER", "I-PER"]
+
+
+def test_long_sentence_windows_run_inside_its_document(tokenizer):
+    features = ner_features.convert_documents_to_features(
+        [_document()], tokenizer, _LABELS, 6, document_context=True, doc_stride=2)
+    # The first sentence's windows run over its 6 pieces and up to half a window (2 pieces) of
+    # the document after it: windows 0..3, 2..5, 4..7; "." (piece 5) has its most context in
+    # the last, beside "he work" of the next sentence.
+    np.testing.assert_array_equal(features.input_ids[:3], [
+        [2, 4, 5, 6, 7, 3], [2, 6, 7, 8, 9, 3], [2, 8, 9, 10, 11, 3]])
+    assert features.word_rows[0].tolist() == [0, 0, 0, 1, 1, 2]
+    assert features.word_positions[0].tolist() == [1, 2, 3, 2, 3, 2]
+    np.testing.assert_array_equal(features.label_ids[2], [_X, _X, 0, _X, _X, _X])
+    # The sentences that fit have the sequences they have without windows.
+    alone = ner_features.convert_documents_to_features([_document()], tokenizer, _LABELS, 6,
+                                                       document_context=True)
+    np.testing.assert_array_equal(features.input_ids[3:], alone.input_ids[1:])
+    np.testing.assert_array_equal(features.label_ids[3:], alone.label_ids[1:])
+    assert [p.tolist() for p in features.word_positions[1:]] == \
+        [p.tolist() for p in alone.word_positions[1:]]
+    with pytest.raises(ValueError, match="doc_stride must be at least 1"):
+        ner_features.convert_documents_to_features([_document()], tokenizer, _LABELS, 6,
+                                                   doc_stride=0)
+
+
 def test_predictions_map_back_to_first_pieces(tokenizer):
     features = ner_features.convert_documents_to_features([_document()], tokenizer, _LABELS, 10)
     predicted = np.zeros((3, 10), dtype=np.int64)
@@ -192,3 +236,25 @@ def test_real_documents_round_trip(shared_data_dir, uncased_vocab):
     assert tags == [s.tags for s in sentences]
     # Document context: the window is full wherever the document has enough tokens.
     assert features.input_mask.sum(axis=1).max() == 128
+
+
+@pytest.mark.parametrize("document_context", [False, True])
+def test_real_documents_in_windows_tag_every_word_once(shared_data_dir, uncased_vocab,
+                                                       document_context):
+    data = conll.read_conll_file(shared_data_dir / "conll2003" / "valid.txt")
+    documents = data.documents[:3]
+    labels = conll.label_list(["LOC", "MISC", "ORG", "PER"])
+    tokenizer = tokenization.FullTokenizer(uncased_vocab, do_lower_case=True)
+    features = ner_features.convert_documents_to_features(
+        documents, tokenizer, labels, 12, document_context=document_context, doc_stride=3)
+    sentences = [s for d in documents for s in d.sentences]
+    assert len(features.input_ids) > len(sentences)          # some sentences need windows
+    assert int((features.label_ids >= 0).sum()) == sum(len(s.tokens) for s in sentences)
+    for sentence, rows, positions in zip(sentences, features.word_rows,
+                                         features.word_positions):
+        first_pieces = [tokenizer.tokenize(word)[0] for word in sentence.words]
+        assert tokenizer.convert_ids_to_tokens(features.input_ids[rows, positions]) == \
+            first_pieces
+    tags = ner_features.predicted_word_tags(features, np.maximum(features.label_ids, 0),
+                                            labels)
+    assert tags == [s.tags for s in sentences]

@@ -198,6 +198,8 @@ def test_swag_choices_are_run_swags_predictions(tmp_path):
 
 
 def test_ner_tags_are_run_ners_predictions(tmp_path):
+    """At 8 tokens a sequence, the test file's sentences of 7 to 11 words are tagged in windows
+    3 tokens apart, the others in one sequence: the same tags either way."""
     from synthetic import swag_ner
     from tests.tiny_task_model import flag_args, write_tiny_model
     model = write_tiny_model(tmp_path / "model")
@@ -207,8 +209,9 @@ def test_ner_tags_are_run_ners_predictions(tmp_path):
     result = subprocess.run(
         [sys.executable, str(REPO_ROOT / "run_ner.py"), *flag_args({
             **model, "data_dir": tmp_path / "data", "output_dir": tmp_path / "out",
-            "max_seq_length": 40, "do_train": True, "do_predict": True, "train_batch_size": 8,
-            "num_train_epochs": 1.0})], cwd=REPO_ROOT, capture_output=True, text=True)
+            "max_seq_length": 8, "doc_stride": 3, "do_train": True, "do_predict": True,
+            "train_batch_size": 8, "num_train_epochs": 1.0})],
+        cwd=REPO_ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
     sentences, current = [], []
     for line in (tmp_path / "out" / "predictions_test.txt").read_text().splitlines():
@@ -219,8 +222,9 @@ def test_ner_tags_are_run_ners_predictions(tmp_path):
             current = []
     sentences += [current] if current else []
     lines = [" ".join(word for word, _, _ in sentence) for sentence in sentences]
-    answers = _predict_text("ner", tmp_path / "out", lines, tmp_path, "--max_seq_length=40",
-                            f"--vocab_file={model['vocab_file']}")
+    assert max(len(sentence) for sentence in sentences) > 6
+    answers = _predict_text("ner", tmp_path / "out", lines, tmp_path, "--max_seq_length=8",
+                            "--doc_stride=3", f"--vocab_file={model['vocab_file']}")
     assert len(answers) == len(sentences) > 0
     for sentence, answer in zip(sentences, answers):
         assert answer["words"] == [word for word, _, _ in sentence]

@@ -137,6 +137,10 @@ def test_feature_layers_are_checked(model, tmp_path):
     assert result.returncode != 0
     assert "--feature_layers=-1,-3" in result.stderr
     assert not (tmp_path / "out").exists()
+    result = _run(**model, data_dir=data_dir, output_dir=tmp_path / "out", do_eval=True,
+                  feature_based=True, doc_stride=16, max_seq_length=40)
+    assert result.returncode != 0
+    assert "--doc_stride: --feature_based reads each word from one sequence" in result.stderr
 
 
 def test_fine_tuning_learns_the_generated_entities(model, tmp_path):

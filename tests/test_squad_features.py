@@ -119,7 +119,7 @@ def test_windows_max_context_and_targets(tokenizer):
     # One query token, 9 positions: windows of 5 pieces every 2 pieces over 12 pieces.
     features = list(convert_examples_to_features([_gallon_example()], tokenizer,
                                                  max_seq_length=9, doc_stride=2,
-                                                 max_query_length=32, is_training=True))
+                                                 max_query_length=4, is_training=True))
     window_starts = [min(f.token_to_orig_map.values()) for f in features]
     assert window_starts == [0, 2, 4, 6, 8]
     # Hand-scored: min(left, right) + 0.01 * window length, earliest window on a tie
@@ -146,8 +146,8 @@ def test_improve_answer_span_finds_the_number_inside_a_word(tokenizer):
     assert improve_answer_span(["japanese"], 0, 0, tokenizer, "Japan") == (0, 0)
 
 
-def test_too_short_max_seq_length_names_the_question(tokenizer):
-    with pytest.raises(ValueError, match="'g'.*no room"):
+def test_too_short_max_seq_length_is_refused(tokenizer):
+    with pytest.raises(ValueError, match="max_seq_length=4 leaves no room for the context"):
         list(convert_examples_to_features([_gallon_example()], tokenizer, max_seq_length=4,
                                           doc_stride=2, max_query_length=32,
                                           is_training=False))

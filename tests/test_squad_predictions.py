@@ -61,7 +61,7 @@ def _paris(tokenizer, start_logits, end_logits):
     """One window: [CLS] where [SEP] paris(3) is(4) in(5) france(6) [SEP], padded to 10."""
     doc_tokens, _ = split_context("Paris is in France")
     example = SquadExample(qas_id="p", question_text="where", doc_tokens=doc_tokens)
-    [feature] = convert_examples_to_features([example], tokenizer, 10, 128, 64, False)
+    [feature] = convert_examples_to_features([example], tokenizer, 10, 128, 4, False)
     assert feature.tokens == ["[CLS]", "where", "[SEP]", "paris", "is", "in", "france", "[SEP]"]
     return [example], [feature], [RawResult(feature.unique_id, start_logits, end_logits)]
 

@@ -1,8 +1,10 @@
 """A model on new text from Python: fill-mask against the original's masked-LM outputs and
-transformers' fill-mask pipeline, sentence vectors against hand pooling and transformers."""
+transformers' fill-mask pipeline, sentence vectors against hand pooling and transformers, and the
+windows of texts longer than max_seq_length (classify, NER) against sequences built by hand."""
 import json
 import shutil
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -13,6 +15,7 @@ from modeling.checkpoints import ModelSpec, build_model
 from modeling.checkpoints.names import tf1_name_map
 from modeling.checkpoints.tf1 import assign_tf1_values
 from modeling.text_heads import POOLINGS, MaskedTokenPredictor
+from tasks.classifier import TextClassifier
 from tasks.embedding import SentenceEmbedder
 from tasks.fill_mask import MASK, FillMask
 from tasks.ner import EntityTagger
@@ -221,17 +224,141 @@ def test_fill_mask_reads_a_checkpoint_with_the_masked_lm_head_alone(fixtures_dir
                                        [s.probability for s in reference], atol=1e-6)
 
 
-def test_a_sentence_longer_than_max_seq_length_has_its_last_words_tagged_outside(
-        fixtures_dir, uncased_vocab, caplog):
-    config = checkpoints.read_model(str(tiny_dir(fixtures_dir) / ORIGINAL), "tf1",
-                                    str(tiny_dir(fixtures_dir) / "bert_config.json"),
-                                    str(uncased_vocab)).model.config
+def _wikitext_words(shared_data_dir, count: int) -> list[str]:
+    """The first `count` words of WikiText-2's test sentences."""
+    path = shared_data_dir / "wikitext-2-raw" / "wiki.test.sentences.txt"
+    return path.read_text(encoding="utf-8").split()[:count]
+
+
+def _piece_tagger(config, labels):
+    """A token classifier whose logits at a position depend on that position's piece alone: no
+    position embeddings, nothing added by attention or the feed-forward layers. Label 0 (O, what
+    a word cut off by truncation gets) is never predicted."""
+    model = build_model(config, ModelSpec("token_classifier", len(labels)))
+    for name, variable in tf1_name_map(model).items():
+        if "position_embeddings" in name or "/output/dense/" in name:
+            variable.assign(tf.zeros_like(variable))
+        elif name == "cls/token_classifier/output_bias":
+            variable.assign([-100.0] + [0.0] * (len(labels) - 1))
+    return model
+
+
+def test_windows_tag_every_word_of_a_long_sentence_as_one_long_sequence_would(
+        fixtures_dir, uncased_vocab, shared_data_dir, caplog):
+    config = _read(fixtures_dir, uncased_vocab).model.config
+    labels = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+    model = _piece_tagger(config, labels)
+    tokenizer = FullTokenizer(str(uncased_vocab), True)
+    long_text = " ".join(_wikitext_words(shared_data_dir, 300))
+    assert 300 < len(tokenizer.tokenize(long_text)) < 510
+    texts = ["A short one .", long_text, ""]
+    whole = EntityTagger(model, tokenizer, labels, max_seq_length=512)(texts)
+    for max_seq_length, doc_stride in [(16, 5), (16, None), (40, 100)]:
+        with caplog.at_level("INFO"):
+            windowed = EntityTagger(model, tokenizer, labels, max_seq_length=max_seq_length,
+                                    doc_stride=doc_stride, batch_size=7)(texts)
+        assert windowed == whole
+        assert "1 of 3 texts were longer than max_seq_length" in caplog.text
+        caplog.clear()
+    tags = [w.tag for w in whole[1]]
+    assert len(tags) == 300 and "O" not in tags and len(set(tags)) == 4
+
+
+def test_words_of_sentences_that_fit_are_tagged_as_without_windows(fixtures_dir, uncased_vocab):
+    from data.ner import conll, features as ner_features
+    from tasks import ner
+    config = _read(fixtures_dir, uncased_vocab).model.config
     labels = ["O", "B-PER", "I-PER"]
-    tagger = EntityTagger(build_model(config, ModelSpec("token_classifier", len(labels))),
-                          FullTokenizer(str(uncased_vocab), False), labels, max_seq_length=6)
+    keras.utils.set_random_seed(3)
+    model = build_model(config, ModelSpec("token_classifier", len(labels)))
+    tokenizer = FullTokenizer(str(uncased_vocab), True)
+    texts = ["John lives in Paris", "word " * 5, "Ann met Bob at the old harbour today"]
+    documents = [conll.ConllDocument((conll.ConllSentence(tuple(
+        conll.ConllToken(word, "", "", "O") for word in text.split()), 1),)) for text in texts]
+    cut = ner_features.convert_documents_to_features(documents, tokenizer, labels, 16)
+    expected, _ = ner.tag(model, cut, labels, batch_size=2)
+    tagged = EntityTagger(model, tokenizer, labels, max_seq_length=16, doc_stride=3,
+                          batch_size=2)(texts)
+    assert [[w.tag for w in words] for words in tagged] == expected
+
+
+# 30 words of one piece each.
+_LONG = ("the man went to the store and bought a gallon of milk then he walked home along the "
+         "river where his dog was waiting for him in the old house")
+
+
+def _hand_outputs(model, tokenizer, sequences, max_seq_length):
+    """The classifier's softmax (regression: its prediction) on `[CLS] a [SEP] (b [SEP])` for
+    each (a, b) token lists, zero-padded, in one call."""
+    ids, segments = [], []
+    for tokens_a, tokens_b in sequences:
+        tokens = ["[CLS]", *tokens_a, "[SEP]"] + ([*tokens_b, "[SEP]"] if tokens_b else [])
+        padding = [0] * (max_seq_length - len(tokens))
+        ids.append(tokenizer.convert_tokens_to_ids(tokens) + padding)
+        segments.append([0] * (len(tokens_a) + 2) + [1] * (len(tokens) - len(tokens_a) - 2)
+                        + padding)
+    ids = np.array(ids, np.int32)
+    logits = model({"input_ids": ids, "input_mask": (ids > 0).astype(np.int32),
+                    "segment_ids": np.array(segments, np.int32)}, training=False)["logits"]
+    return logits.numpy()[:, 0] if model.num_labels == 1 else tf.nn.softmax(logits).numpy()
+
+
+@pytest.fixture(scope="module")
+def tiny_classifier(fixtures_dir, uncased_vocab):
+    loaded = checkpoints.read_model(str(tiny_dir(fixtures_dir) / "classifier/model.ckpt"), "tf1",
+                                    str(tiny_dir(fixtures_dir) / "bert_config.json"),
+                                    str(uncased_vocab))
+    return loaded.model, FullTokenizer(str(uncased_vocab), True)
+
+
+def test_texts_that_fit_get_the_probabilities_of_one_sequence(tiny_classifier):
+    from data.feature_extraction import features_to_arrays
+    model, tokenizer = tiny_classifier
+    texts = ["a fine film", "", "he said so ||| so he said", " ".join(_LONG.split()[:14])]
+    classifier = TextClassifier(model, tokenizer, max_seq_length=16, doc_stride=3, batch_size=3)
+    # The path without windows: the texts truncated to one sequence each (none is cut here).
+    logits = classifier._predict(model, features_to_arrays(
+        classifier._features(texts, tokenizer)))["logits"]
+    expected = tf.nn.softmax(logits).numpy()
+    answers = classifier(texts)
+    np.testing.assert_array_equal([list(a.probabilities.values()) for a in answers], expected)
+    assert [a.label for a in answers] == [classifier.labels[i] for i in expected.argmax(1)]
+
+
+def test_a_long_text_gets_the_mean_of_its_windows_probabilities(tiny_classifier, caplog):
+    model, tokenizer = tiny_classifier
+    pieces = tokenizer.tokenize(_LONG)
+    assert len(pieces) == 30
+    question = tokenizer.tokenize("who went home ?")
+    classifier = TextClassifier(model, tokenizer, max_seq_length=16, doc_stride=4, batch_size=4)
     with caplog.at_level("INFO"):
-        short, long = tagger(["John lives here", "John lives in a big old house"])
-    assert [w.word for w in long] == "John lives in a big old house".split()
-    assert [w.tag for w in long][4:] == ["O", "O", "O"]   # [CLS] + 4 words + [SEP] fit in 6
-    assert all(w.tag in labels for w in short + long)
-    assert "1 of 2 texts were longer than max_seq_length=6" in caplog.text
+        single, pair, short = classifier([_LONG, f"who went home ? ||| {_LONG}", "a fine film"])
+    assert "2 of 3 texts were longer than max_seq_length=16: read in 12 windows" in caplog.text
+    # 14 tokens of room, every 4 tokens: windows 0-13, 4-17, ..., 16-29.
+    windows = [(pieces[start:start + 14], []) for start in (0, 4, 8, 12, 16)]
+    np.testing.assert_allclose(list(single.probabilities.values()),
+                               _hand_outputs(model, tokenizer, windows, 16).mean(0), atol=1e-6)
+    # A pair: the question in every window, 13 - 4 = 9 tokens of the context, every 4 tokens.
+    windows = [(question, pieces[start:start + 9]) for start in range(0, 25, 4)]
+    np.testing.assert_allclose(list(pair.probabilities.values()),
+                               _hand_outputs(model, tokenizer, windows, 16).mean(0), atol=1e-6)
+    np.testing.assert_allclose(
+        list(short.probabilities.values()),
+        _hand_outputs(model, tokenizer, [(tokenizer.tokenize("a fine film"), [])], 16)[0],
+        atol=1e-6)
+
+
+def test_a_regression_model_averages_its_windows_predictions(tiny_classifier):
+    model, tokenizer = tiny_classifier
+    keras.utils.set_random_seed(5)
+    regression = build_model(model.config, ModelSpec("classifier", 1))
+    pieces = tokenizer.tokenize(_LONG)
+    answer, = TextClassifier(regression, tokenizer, max_seq_length=32, doc_stride=10)([_LONG])
+    # 30 tokens of room: the 30 pieces are one sequence. At 16, 14 of room: three windows.
+    assert answer.probabilities is None
+    np.testing.assert_allclose(answer.prediction, _hand_outputs(
+        regression, tokenizer, [(pieces, [])], 32)[0], atol=1e-6)
+    answer, = TextClassifier(regression, tokenizer, max_seq_length=16, doc_stride=10)([_LONG])
+    windows = [(pieces[start:start + 14], []) for start in (0, 10, 20)]
+    np.testing.assert_allclose(answer.prediction, _hand_outputs(
+        regression, tokenizer, windows, 16).mean(), atol=1e-6)

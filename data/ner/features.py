@@ -5,8 +5,15 @@ segment 0. Every word is split into WordPiece tokens and only its first piece ca
 word's label; other pieces, context, `[CLS]`, `[SEP]` and padding get label id -1, which the
 loss and the predictions ignore. Without document context the contexts are empty; with it,
 the tokens of the neighbouring sentences of the same document fill the sequence, the
-sentence as centred as the document allows ("maximal document context"). A sentence longer
-than the sequence is cut; its words that lose their first piece are predicted `O`.
+sentence as centred as the document allows ("maximal document context").
+
+A sentence longer than the sequence is cut for training (its words that lose their first piece
+are predicted `O`). For tagging, with a `doc_stride`, it becomes overlapping windows
+(`data.windows`, SQuAD's rule): windows of `max_seq_length - 2` tokens every `doc_stride` tokens
+over the sentence or, with document context, over the sentence and up to half a window of the
+document on each side; each word is tagged from the window where its first piece has the most
+context, and a window that is no word's best is left out. A sentence that fits is one sequence
+either way.
 """
 from __future__ import annotations
 
@@ -16,7 +23,7 @@ from typing import Sequence
 
 import numpy as np
 
-from data import tokenization
+from data import tokenization, windows
 from data.ner import conll
 from data.tfrecord_schema import INPUT_IDS, INPUT_MASK, SEGMENT_IDS
 from utils import output_files
@@ -28,21 +35,26 @@ _SEP = "[SEP]"
 
 @dataclasses.dataclass(frozen=True)
 class NerFeatures:
-    """Model inputs of every sentence, in file order, and where each word's label sits.
+    """Model inputs of every sentence (one row each, or one per window), in file order, and
+    where each word's label sits.
 
     Attributes:
         input_ids: int32 [N, T] token ids, zero-padded.
         input_mask: int32 [N, T] 1 for real tokens (context included), 0 for padding.
         segment_ids: int32 [N, T] all 0.
-        label_ids: int32 [N, T] label index at each word's first piece, -1 elsewhere.
-        word_positions: Per sentence, int32 [num_words] position of each word's first piece,
-            -1 where the word has no piece inside the sequence.
+        label_ids: int32 [N, T] label index at each word's first piece in the row it is tagged
+            from, -1 elsewhere.
+        word_rows: Per sentence, int32 [num_words] the row each word is tagged from, -1 where
+            the word has no piece inside a sequence.
+        word_positions: Per sentence, int32 [num_words] position of each word's first piece in
+            that row, -1 where it has none.
     """
 
     input_ids: np.ndarray
     input_mask: np.ndarray
     segment_ids: np.ndarray
     label_ids: np.ndarray
+    word_rows: list[np.ndarray]
     word_positions: list[np.ndarray]
 
     def to_arrays(self) -> dict[str, np.ndarray]:
@@ -119,11 +131,50 @@ def _sentence_sequence(document: _TokenizedDocument, index: int, max_seq_length:
     return tokens, positions
 
 
+def _sentence_windows(document: _TokenizedDocument, index: int, max_seq_length: int,
+                      document_context: bool, doc_stride: int
+                      ) -> list[tuple[list[str], list[int]]]:
+    """The windows of a sentence longer than a sequence, as `_sentence_sequence` gives one
+    sequence: tokens `[CLS] ... [SEP]` and the positions of the words tagged from it (-1 for
+    the others)."""
+    start, end = document.sentence_starts[index], document.sentence_starts[index + 1]
+    room = max_seq_length - 2
+    margin = room // 2 if document_context else 0
+    first, last = max(0, start - margin), min(len(document.tokens), end + margin)
+    spans = windows.spans(last - first, room, doc_stride)
+    best = windows.max_context_spans(spans, last - first)
+    words_of_span: dict[int, list[int]] = {}
+    for word, offset in enumerate(document.first_pieces[index]):
+        if offset >= 0:
+            words_of_span.setdefault(best[start - first + offset], []).append(word)
+    found = []
+    for span_index in sorted(words_of_span):
+        span = spans[span_index]
+        positions = [-1] * len(document.first_pieces[index])
+        for word in words_of_span[span_index]:
+            positions[word] = 1 + start - first + document.first_pieces[index][word] - span.start
+        found.append(([_CLS] + document.tokens[first + span.start:first + span.end] + [_SEP],
+                      positions))
+    return found
+
+
+def _sequences(document: _TokenizedDocument, index: int, max_seq_length: int,
+               document_context: bool, doc_stride: int | None
+               ) -> list[tuple[list[str], list[int]]]:
+    """Sentence `index` as one sequence, or as windows when it is too long and `doc_stride`
+    is given."""
+    length = document.sentence_starts[index + 1] - document.sentence_starts[index]
+    if doc_stride is None or length <= max_seq_length - 2:
+        return [_sentence_sequence(document, index, max_seq_length, document_context)]
+    return _sentence_windows(document, index, max_seq_length, document_context, doc_stride)
+
+
 def convert_documents_to_features(documents: Sequence[conll.ConllDocument],
                                   tokenizer: tokenization.FullTokenizer,
                                   labels: Sequence[str], max_seq_length: int,
-                                  document_context: bool = False) -> NerFeatures:
-    """Converts every sentence of `documents` into one model sequence.
+                                  document_context: bool = False,
+                                  doc_stride: int | None = None) -> NerFeatures:
+    """Converts every sentence of `documents` into a model sequence, or a long one into windows.
 
     Args:
         documents: Read CoNLL documents (IOB2 tags).
@@ -132,34 +183,46 @@ def convert_documents_to_features(documents: Sequence[conll.ConllDocument],
         max_seq_length: Length T of every sequence (at least 3).
         document_context: Whether to fill each sequence with the neighbouring sentences
             of the same document.
+        doc_stride: Tokens between the starts of the windows of a sentence longer than a
+            sequence; None cuts it instead (training).
 
     Returns:
-        The features, one row per sentence in document and sentence order.
+        The features: one row per sentence, or per window of a long one, in document and
+        sentence order.
 
     Raises:
-        ValueError: If `max_seq_length` < 3 or a gold tag is not in `labels`.
+        ValueError: If `max_seq_length` < 3, `doc_stride` < 1 or a gold tag is not in `labels`.
     """
     if max_seq_length < 3:
         raise ValueError(f"max_seq_length must be at least 3, got {max_seq_length}")
+    if doc_stride is not None and doc_stride < 1:
+        raise ValueError(f"doc_stride must be at least 1, got {doc_stride}")
     label_index = {label: index for index, label in enumerate(labels)}
     rows: dict[str, list[list[int]]] = {"input_ids": [], "input_mask": [], "label_ids": []}
-    word_positions = []
+    word_rows, word_positions = [], []
     for document in documents:
         tokenized = _tokenize_document(document, tokenizer)
         for index, sentence in enumerate(document.sentences):
-            tokens, positions = _sentence_sequence(tokenized, index, max_seq_length,
-                                                   document_context)
-            padding = [0] * (max_seq_length - len(tokens))
-            rows["input_ids"].append(tokenizer.convert_tokens_to_ids(tokens) + padding)
-            rows["input_mask"].append([1] * len(tokens) + padding)
-            rows["label_ids"].append(_label_row(sentence, positions, label_index,
-                                                max_seq_length))
-            word_positions.append(np.asarray(positions, dtype=np.int32))
+            sentence_rows = np.full(len(sentence.tokens), -1, np.int32)
+            sentence_positions = np.full(len(sentence.tokens), -1, np.int32)
+            for tokens, positions in _sequences(tokenized, index, max_seq_length,
+                                                document_context, doc_stride):
+                padding = [0] * (max_seq_length - len(tokens))
+                positions = np.asarray(positions, dtype=np.int32)
+                sentence_rows[positions >= 0] = len(rows["input_ids"])
+                sentence_positions[positions >= 0] = positions[positions >= 0]
+                rows["input_ids"].append(tokenizer.convert_tokens_to_ids(tokens) + padding)
+                rows["input_mask"].append([1] * len(tokens) + padding)
+                rows["label_ids"].append(_label_row(sentence, positions, label_index,
+                                                    max_seq_length))
+            word_rows.append(sentence_rows)
+            word_positions.append(sentence_positions)
     arrays = {name: np.asarray(values, dtype=np.int32).reshape(-1, max_seq_length)
               for name, values in rows.items()}
     return NerFeatures(input_ids=arrays["input_ids"], input_mask=arrays["input_mask"],
                        segment_ids=np.zeros_like(arrays["input_ids"]),
-                       label_ids=arrays["label_ids"], word_positions=word_positions)
+                       label_ids=arrays["label_ids"], word_rows=word_rows,
+                       word_positions=word_positions)
 
 
 def _label_row(sentence: conll.ConllSentence, positions: Sequence[int],
@@ -184,8 +247,8 @@ def predicted_word_tags(features: NerFeatures, predicted_label_ids: np.ndarray,
         labels: Label strings in class-index order.
 
     Returns:
-        Per sentence, the label predicted at each word's first piece; `O` for a word
-        without a piece in the sequence.
+        Per sentence, the label predicted at each word's first piece in the row it is tagged
+        from; `O` for a word without a piece in a sequence.
 
     Raises:
         ValueError: If the predictions' shape does not match the features.
@@ -195,8 +258,9 @@ def predicted_word_tags(features: NerFeatures, predicted_label_ids: np.ndarray,
         raise ValueError(f"Predictions of shape {predicted_label_ids.shape} do not match "
                          f"features of shape {features.input_ids.shape}")
     tags = []
-    for row, positions in zip(predicted_label_ids, features.word_positions):
-        tags.append([labels[row[p]] if p >= 0 else conll.OUTSIDE_TAG for p in positions])
+    for rows, positions in zip(features.word_rows, features.word_positions):
+        tags.append([labels[predicted_label_ids[r, p]] if p >= 0 else conll.OUTSIDE_TAG
+                     for r, p in zip(rows, positions)])
     return tags
 
 

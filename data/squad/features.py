@@ -5,7 +5,8 @@ Each example becomes one feature per document window:
 `max_seq_length`. Windows of at most `max_seq_length - len(query) - 3` tokens start every
 `doc_stride` tokens until one reaches the end of the context. A token seen by several windows
 is scored in the window where it has the most context on its shorter side
-(`token_is_max_context`); only that window may start an answer there at prediction time.
+(`token_is_max_context`); only that window may start an answer there at prediction time. The
+windows and that rule are `data.windows`, which NER and classification of long texts share.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 
 from data import tfrecord_schema as schema
+from data import windows
 from data.squad.examples import SquadExample
 from data.tokenization import FullTokenizer
 
@@ -44,12 +46,6 @@ class SquadFeatures:
     start_position: int | None = None
     end_position: int | None = None
     is_impossible: bool = False
-
-
-@dataclasses.dataclass(frozen=True)
-class _DocSpan:
-    start: int
-    length: int
 
 
 @dataclasses.dataclass
@@ -97,8 +93,8 @@ def convert_examples_to_features(examples: Iterable[SquadExample], tokenizer: Fu
                 f"question id {example.qas_id!r}: max_seq_length {max_seq_length} leaves no "
                 f"room for the context after {len(query_tokens)} question tokens")
         answer_span = _answer_piece_span(example, doc, tokenizer) if is_training else None
-        doc_spans = _doc_spans(len(doc.pieces), max_tokens_for_doc, doc_stride)
-        best_span_of_piece = _max_context_spans(doc_spans, len(doc.pieces))
+        doc_spans = windows.spans(len(doc.pieces), max_tokens_for_doc, doc_stride)
+        best_span_of_piece = windows.max_context_spans(doc_spans, len(doc.pieces))
         for doc_span_index, doc_span in enumerate(doc_spans):
             feature = _window_feature(doc, query_tokens, doc_span, doc_span_index,
                                       best_span_of_piece, tokenizer, max_seq_length)
@@ -151,38 +147,7 @@ def improve_answer_span(doc_pieces: Sequence[str], input_start: int, input_end: 
     return input_start, input_end
 
 
-def _doc_spans(num_pieces: int, max_tokens_for_doc: int, doc_stride: int) -> list[_DocSpan]:
-    doc_spans = []
-    start_offset = 0
-    while start_offset < num_pieces:
-        length = min(num_pieces - start_offset, max_tokens_for_doc)
-        doc_spans.append(_DocSpan(start=start_offset, length=length))
-        if start_offset + length == num_pieces:
-            break
-        start_offset += min(length, doc_stride)
-    return doc_spans
-
-
-def _max_context_spans(doc_spans: Sequence[_DocSpan], num_pieces: int) -> list[int]:
-    """For each piece, the window where min(left, right) context + 0.01 * length is highest.
-
-    The earliest window wins a tie.
-    """
-    best_scores: list[float | None] = [None] * num_pieces
-    best_spans = [-1] * num_pieces
-    for span_index, doc_span in enumerate(doc_spans):
-        end = doc_span.start + doc_span.length - 1
-        for position in range(doc_span.start, end + 1):
-            score = (min(position - doc_span.start, end - position)
-                     + 0.01 * doc_span.length)
-            best = best_scores[position]
-            if best is None or score > best:
-                best_scores[position] = score
-                best_spans[position] = span_index
-    return best_spans
-
-
-def _window_feature(doc: _TokenizedDoc, query_tokens: list[str], doc_span: _DocSpan,
+def _window_feature(doc: _TokenizedDoc, query_tokens: list[str], doc_span: windows.Span,
                     doc_span_index: int, best_span_of_piece: list[int],
                     tokenizer: FullTokenizer, max_seq_length: int) -> SquadFeatures:
     """The tokens, maps and padded id lists of one window (ids and positions set later)."""
@@ -190,7 +155,7 @@ def _window_feature(doc: _TokenizedDoc, query_tokens: list[str], doc_span: _DocS
     segment_ids = [0] * len(tokens)
     token_to_orig_map = {}
     token_is_max_context = {}
-    for piece_index in range(doc_span.start, doc_span.start + doc_span.length):
+    for piece_index in range(doc_span.start, doc_span.end):
         token_to_orig_map[len(tokens)] = doc.piece_to_word[piece_index]
         token_is_max_context[len(tokens)] = best_span_of_piece[piece_index] == doc_span_index
         tokens.append(doc.pieces[piece_index])
@@ -205,13 +170,13 @@ def _window_feature(doc: _TokenizedDoc, query_tokens: list[str], doc_span: _DocS
         segment_ids=segment_ids + padding)
 
 
-def _window_positions(answer_span: tuple[int, int] | None, doc_span: _DocSpan,
+def _window_positions(answer_span: tuple[int, int] | None, doc_span: windows.Span,
                       num_query_tokens: int) -> tuple[int, int]:
     """Training targets in one window; [CLS] (0, 0) when the answer is not wholly inside."""
     if answer_span is None:
         return 0, 0
     start, end = answer_span
-    doc_end = doc_span.start + doc_span.length - 1
+    doc_end = doc_span.end - 1
     if start < doc_span.start or end > doc_end:
         return 0, 0
     doc_offset = num_query_tokens + 2  # [CLS] query [SEP]
