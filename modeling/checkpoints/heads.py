@@ -142,6 +142,18 @@ def model_spec(model: keras.Model) -> ModelSpec:
     raise ValueError(f"{type(model).__name__} is not one of this project's BERT models")
 
 
+@dataclasses.dataclass
+class ReadCheckpoint:
+    """A checkpoint of another framework's format read into this project's terms."""
+
+    config: BertConfig
+    spec: ModelSpec
+    # {original TF1 name: float32 array}.
+    values: dict[str, Any]
+    # The tokenizer's casing where the format records it; else None.
+    do_lower_case: bool | None
+
+
 class SavedSpec(NamedTuple):
     """What `model_spec.json` holds: the spec, and what is known of the tokenizer and labels."""
 

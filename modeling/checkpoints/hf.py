@@ -9,7 +9,6 @@ embedding type) are errors that name what was found.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
@@ -21,7 +20,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save_file
 
 from modeling.checkpoints.errors import CheckpointMismatchError, UnsupportedCheckpointError
-from modeling.checkpoints.heads import ModelSpec, detect_model_spec, model_spec
+from modeling.checkpoints.heads import ModelSpec, ReadCheckpoint, detect_model_spec, model_spec
 from modeling.checkpoints.hf_config import (ARCHITECTURES, bert_config_from_hf, hf_config_from_bert,
                                             hf_tokenizer_config)
 from modeling.checkpoints.hf_names import (BASE_PREFIX, ENCODER_ONLY, HF_BUFFERS,
@@ -29,7 +28,6 @@ from modeling.checkpoints.hf_names import (BASE_PREFIX, ENCODER_ONLY, HF_BUFFERS
                                            to_hf_arrays)
 from modeling.checkpoints.names import tf1_name_map
 from modeling.checkpoints.tf1 import assign_tf1_values
-from modeling.config import BertConfig
 from utils.json_files import read_json_object
 
 HF_CONFIG_FILE = "config.json"
@@ -40,18 +38,6 @@ VOCAB_FILE = "vocab.txt"
 # Task classes built without a pooler: the project's models always have one.
 _NO_POOLER = ("BertForQuestionAnswering", "BertForTokenClassification", "BertForMaskedLM")
 _POOLER = ("bert/pooler/dense/kernel", "bert/pooler/dense/bias")
-
-
-@dataclasses.dataclass
-class HfCheckpoint:
-    """A Hugging Face BERT folder, read into this project's terms."""
-
-    config: BertConfig
-    spec: ModelSpec
-    # {original TF1 name: float32 array}.
-    values: dict[str, np.ndarray]
-    # From tokenizer_config.json; None where the folder has none.
-    do_lower_case: bool | None
 
 
 def is_hf_folder(path: str) -> bool:
@@ -135,7 +121,7 @@ def _with_prefix(state: dict[str, np.ndarray], architecture: str) -> dict[str, n
             for n, v in state.items()}
 
 
-def read_hf_checkpoint(folder: str) -> HfCheckpoint:
+def read_hf_checkpoint(folder: str) -> ReadCheckpoint:
     """Reads a Hugging Face BERT folder into original-named arrays, its config and its head.
 
     A `BertForQuestionAnswering`, `BertForTokenClassification` or `BertForMaskedLM` file has no
@@ -163,7 +149,7 @@ def read_hf_checkpoint(folder: str) -> HfCheckpoint:
     tokenizer_config = os.path.join(folder, TOKENIZER_CONFIG_FILE)
     do_lower_case = (read_json_object(tokenizer_config).get("do_lower_case")
                      if os.path.isfile(tokenizer_config) else None)
-    return HfCheckpoint(config, spec, values, do_lower_case)
+    return ReadCheckpoint(config, spec, values, do_lower_case)
 
 
 def load_hf_checkpoint(model: keras.Model, folder: str) -> list[str]:

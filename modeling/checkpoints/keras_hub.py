@@ -25,7 +25,6 @@ left over named. Where the models differ:
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
@@ -35,7 +34,7 @@ import keras
 import numpy as np
 
 from modeling.checkpoints.errors import CheckpointMismatchError, UnsupportedCheckpointError
-from modeling.checkpoints.heads import ModelSpec, model_spec
+from modeling.checkpoints.heads import ModelSpec, ReadCheckpoint, model_spec
 from modeling.checkpoints.keras_hub_config import (CLASSIFIER, HIDDEN_ACT, MASKED_LM,
                                                    backbone_config, bert_config_from_backbone,
                                                    check_activation, classifier_preprocessor,
@@ -50,7 +49,6 @@ from modeling.checkpoints.model_garden_names import (HEADS_BIAS, HEADS_IN, HEADS
                                                      to_model_garden, to_original)
 from modeling.checkpoints.names import tf1_name_map
 from modeling.checkpoints.tf1 import assign_tf1_values
-from modeling.config import BertConfig
 from utils.json_files import read_json_object
 
 CONFIG_FILE, WEIGHTS_FILE = "config.json", "model.weights.h5"
@@ -68,18 +66,6 @@ DROPPED = {
                         "and LayerNorm epsilon 1e-5, the original with hidden_act and 1e-12",
 }
 _DIMENSIONS = {HEADS_IN: 3, HEADS_BIAS: 2, HEADS_OUT: 3, TRANSPOSE: 2}
-
-
-@dataclasses.dataclass
-class KerasHubCheckpoint:
-    """A KerasHub BERT preset, read into this project's terms."""
-
-    config: BertConfig
-    spec: ModelSpec
-    # {original TF1 name: float32 array}.
-    values: dict[str, np.ndarray]
-    # tokenizer.json's `lowercase`; None where the preset has no tokenizer.json.
-    do_lower_case: bool | None
 
 
 def is_keras_hub_folder(path: str) -> bool:
@@ -150,7 +136,7 @@ def _task(folder: str, task: dict, backbone: dict) -> tuple[ModelSpec, dict[str,
     return ModelSpec("classifier", num_labels=num_labels), values
 
 
-def read_keras_hub_checkpoint(folder: str) -> KerasHubCheckpoint:
+def read_keras_hub_checkpoint(folder: str) -> ReadCheckpoint:
     """Reads a KerasHub BERT preset into original-named arrays, its config, head and casing.
 
     Raises:
@@ -176,7 +162,7 @@ def read_keras_hub_checkpoint(folder: str) -> KerasHubCheckpoint:
     tokenizer = os.path.join(folder, TOKENIZER_FILE)
     do_lower_case = (do_lower_case_from_tokenizer(read_json_object(tokenizer), tokenizer)
                      if os.path.isfile(tokenizer) else None)
-    return KerasHubCheckpoint(config, spec, values, do_lower_case)
+    return ReadCheckpoint(config, spec, values, do_lower_case)
 
 
 def load_keras_hub_checkpoint(model: keras.Model, folder: str) -> list[str]:
