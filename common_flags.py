@@ -48,15 +48,19 @@ def define_model_file_flags(vocab_file: bool = True) -> None:
 
 
 @functools.lru_cache(maxsize=1)
-def _model_files(init_checkpoint: str) -> checkpoints.LoadedModel:
-    return checkpoints.read_model(init_checkpoint)
+def _model_files(init_checkpoint: str, bert_config_file: str | None,
+                 vocab_file: str | None) -> checkpoints.LoadedModel:
+    return checkpoints.read_model(init_checkpoint, bert_config_file=bert_config_file,
+                                  vocab_file=vocab_file)
 
 
 def _from_init_checkpoint(flag: str) -> checkpoints.LoadedModel:
-    """The model --init_checkpoint names, to take what `flag` was not given from."""
+    """The model --init_checkpoint names, to take what `flag` was not given from (the files
+    that were given stand in for those beside it: a fine-tuned folder has no vocab.txt)."""
     if not FLAGS["init_checkpoint"].value:
         raise ValueError(f"{flag} is needed: no --init_checkpoint names a model to take it from")
-    return _model_files(FLAGS.init_checkpoint)
+    return _model_files(FLAGS.init_checkpoint, FLAGS.bert_config_file,
+                        FLAGS["vocab_file"].value if "vocab_file" in FLAGS else None)
 
 
 def config_from_flags() -> BertConfig:
