@@ -1,10 +1,10 @@
 """The original BERT optimizer (AdamWeightDecay), a bias-corrected AdamW and LAMB, as Keras 3
 optimizers.
 
-All three clip the gradients to a global norm before the update, exclude variables whose path matches
-one of `exclude_from_weight_decay` (`re.search`, as the original) from weight decay, and keep two
-slots per variable (`adam_m`, `adam_v`) that `moment_slots()` returns by variable path, so that a
-checkpoint writer can name them `<var>/adam_m` and `<var>/adam_v` as the original does.
+All three clip the gradients to a global norm before the update, exclude variables whose path
+matches one of `exclude_from_weight_decay` (`re.search`, as the original) from weight decay, and
+keep two slots per variable (`adam_m`, `adam_v`) that `moment_slots()` returns by variable path,
+so that a checkpoint writer can name them `<var>/adam_m` and `<var>/adam_v` as the original does.
 
 Clipping acts on the gradient the update uses: under a `tf.distribute` strategy the per-replica
 gradients are summed across replicas first, then clipped, so N replicas that each pass a share of
