@@ -1,4 +1,5 @@
-"""Tests of training/optimizer.py: the original's trajectory, hand-computed steps, strategies."""
+"""Tests of training/optimizer.py: the original's trajectory, hand-computed steps, PyTorch's AdamW,
+resumption, strategies."""
 import json
 import os
 import pathlib
@@ -12,7 +13,8 @@ import tensorflow as tf
 
 from modeling.checkpoints import names as checkpoint_names
 from training import optimizer as optimizer_module
-from training.optimizer import EXCLUDE_FROM_WEIGHT_DECAY, AdamWeightDecay, Lamb, create_optimizer
+from training.optimizer import (EXCLUDE_FROM_WEIGHT_DECAY, AdamWeightDecay,
+                                BiasCorrectedAdamWeightDecay, Lamb, create_optimizer)
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 # float32 round-off allowance: eager and tf.function match the original bit for bit, XLA may fuse.
@@ -183,7 +185,7 @@ def test_without_clipping_takes_the_raw_gradient_and_sparse_equals_dense():
     np.testing.assert_allclose(table.numpy(), expected_table, rtol=1e-5)
 
 
-@pytest.mark.parametrize("optimizer_type", ["adamw", "lamb"])
+@pytest.mark.parametrize("optimizer_type", ["adamw", "adamw_bias_corrected", "lamb"])
 def test_grouped_update_of_small_variables_equals_one_update_each(optimizer_type):
     """Small variables updated together, over their concatenation, get bit for bit the values of
     one update each; 1-D and 2-D, decayed and excluded, a sparse gradient among them."""
@@ -264,6 +266,179 @@ def test_lamb_matches_hand_computed_steps(update_kernel):
     assert optimizer.weight_decay_applied() == dict(zip(paths, [True, False, False, True]))
 
 
+# ----------------------------------------------------------------------- bias-corrected AdamW
+
+def _bias_corrected_reference(values, grads_per_step, lrs, decayed, clip_norm=1.0,
+                              weight_decay_rate=0.01, epsilon=1e-6, epsilon_on="sqrt_v"):
+    """Bias-corrected AdamW in float64 numpy, the weights decayed before the step.
+
+    `epsilon_on`: "sqrt_v" adds epsilon to sqrt(v) of the uncorrected v (Keras, Model Garden:
+    BiasCorrectedAdamWeightDecay); "sqrt_v_hat" adds it to sqrt(v_hat) (torch.optim.AdamW).
+    """
+    values = [w.astype(np.float64) for w in values]
+    ms = [np.zeros_like(w) for w in values]
+    vs = [np.zeros_like(w) for w in values]
+    for t, (grads, lr) in enumerate(zip(grads_per_step, lrs), start=1):
+        if clip_norm is not None:
+            norm = np.sqrt(sum(np.sum(g.astype(np.float64) ** 2) for g in grads))
+            grads = [g * clip_norm / max(norm, clip_norm) for g in grads]
+        for i, g in enumerate(grads):
+            ms[i] = 0.9 * ms[i] + 0.1 * g
+            vs[i] = 0.999 * vs[i] + 0.001 * g * g
+            m_hat, v_hat = ms[i] / (1 - 0.9 ** t), vs[i] / (1 - 0.999 ** t)
+            if epsilon_on == "sqrt_v":
+                step = m_hat / (np.sqrt(v_hat) + epsilon / np.sqrt(1 - 0.999 ** t))
+            else:
+                step = m_hat / (np.sqrt(v_hat) + epsilon)
+            decay = weight_decay_rate * values[i] if decayed[i] else 0.0
+            values[i] = values[i] - lr * decay - lr * step
+    return values
+
+
+_PATHS = ["layer_0/attention/query/kernel", "layer_0/attention/query/bias",
+          "layer_0/output_layer_norm/gamma", "classifier/output_weights"]
+_DECAYED = [True, False, False, True]
+
+
+def _gradients(rng, shapes, steps, scales=(1e-4, 1e-2, 1.0, 5.0)):
+    """`steps` lists of gradients, each variable at its own scale (the small ones where epsilon
+    matters), the step's scale changing so that some steps are clipped and some are not."""
+    return [[(rng.normal(size=shape) * scale * (0.05 if t % 2 else 1.0)).astype(np.float32)
+             for shape, scale in zip(shapes, scales)] for t in range(steps)]
+
+
+def _run_bias_corrected(init, grads, weight_decay_rate=0.01, clip_norm=1.0, jit_compile=False):
+    """Our optimizer over `grads`: (final values, the learning rate of each step)."""
+    variables = [make_variable(p, w) for p, w in zip(_PATHS, init)]
+    optimizer = create_optimizer(0.01, 10, 2, optimizer_type="adamw_bias_corrected",
+                                 weight_decay_rate=weight_decay_rate, clip_norm=clip_norm)
+    assert isinstance(optimizer, BiasCorrectedAdamWeightDecay)
+    optimizer.build(variables)  # before the trace, as the training loop builds it
+    step = tf.function(lambda g: optimizer.apply(g, variables), jit_compile=jit_compile)
+    lrs = []
+    for values in grads:
+        lrs.append(float(optimizer.learning_rate))
+        step([tf.constant(g) for g in values])
+    return [v.numpy() for v in variables], lrs
+
+
+@pytest.mark.parametrize("weight_decay_rate,clip_norm", [(0.01, 1.0), (0.0, 1.0), (0.01, None)],
+                         ids=["decay_and_clipping", "no_decay", "no_clipping"])
+def test_bias_corrected_adamw_matches_hand_computed_steps(update_kernel, weight_decay_rate,
+                                                         clip_norm):
+    rng = np.random.default_rng(5)
+    shapes = [(4, 3), (3,), (3,), (2, 3)]
+    init = [rng.normal(size=s).astype(np.float32) for s in shapes]
+    grads = _gradients(rng, shapes, 5)
+    got, lrs = _run_bias_corrected(init, grads, weight_decay_rate, clip_norm,
+                                   jit_compile=update_kernel == "xla_update")
+    assert lrs == pytest.approx([0.0, 0.005, 0.01 * (1 - 2 / 10), 0.01 * (1 - 3 / 10),
+                                 0.01 * (1 - 4 / 10)], rel=1e-6)
+    expected = _bias_corrected_reference(init, grads, lrs, _DECAYED, clip_norm, weight_decay_rate)
+    for path, value, want in zip(_PATHS, got, expected):
+        np.testing.assert_allclose(value, want, rtol=2e-5, atol=1e-7, err_msg=path)
+
+
+def test_first_step_is_the_learning_rate_where_the_originals_is_three_times_it():
+    """Bias correction: the first update moves each weight by lr (for gradients well above
+    epsilon), whatever their scale; the original's moves it by lr * 0.1 / sqrt(0.001) = 3.16 lr."""
+    gradient = tf.constant([0.05, -0.5, 2.0])
+    moved = {}
+    for optimizer_class in (BiasCorrectedAdamWeightDecay, AdamWeightDecay):
+        variable = make_variable("layer/bias", np.zeros(3, np.float32))
+        optimizer_class(learning_rate=0.01, clip_norm=None).apply([gradient], [variable])
+        moved[optimizer_class] = -variable.numpy() / np.sign(gradient.numpy())
+    np.testing.assert_allclose(moved[BiasCorrectedAdamWeightDecay], 0.01, rtol=1e-3)
+    np.testing.assert_allclose(moved[AdamWeightDecay], 0.01 * 0.1 / np.sqrt(0.001), rtol=1e-3)
+
+
+def _torch_adamw(init, grads, lrs, epsilon_at_step):
+    """torch.optim.AdamW over the same gradients, clipped by torch.nn.utils.clip_grad_norm_, the
+    decayed and the excluded variables in two parameter groups."""
+    torch = pytest.importorskip("torch")
+    params = [torch.nn.Parameter(torch.tensor(w)) for w in init]
+    optimizer = torch.optim.AdamW(
+        [{"params": [p for p, d in zip(params, _DECAYED) if d], "weight_decay": 0.01},
+         {"params": [p for p, d in zip(params, _DECAYED) if not d], "weight_decay": 0.0}],
+        lr=0.0, betas=(0.9, 0.999), eps=1e-6)
+    for t, (values, lr) in enumerate(zip(grads, lrs), start=1):
+        for param, g in zip(params, values):
+            param.grad = torch.tensor(g)
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        for group in optimizer.param_groups:
+            group["lr"], group["eps"] = lr, epsilon_at_step(t)
+        optimizer.step()
+    return [p.detach().numpy() for p in params]
+
+
+def test_bias_corrected_adamw_equals_torch_adamw_but_for_where_epsilon_goes():
+    """Against the real torch.optim.AdamW on the same gradients. The formulas agree but for
+    epsilon, added to sqrt(v) here and to sqrt(v_hat) by PyTorch: given epsilon / sqrt(1 - b2^t)
+    at step t, PyTorch takes our steps to float32 round-off; given our epsilon, it differs by
+    what the formula says, most on the variable whose gradients are 1e-4."""
+    rng = np.random.default_rng(6)
+    shapes = [(4, 3), (3,), (3,), (2, 3)]
+    init = [rng.normal(size=s).astype(np.float32) for s in shapes]
+    grads = _gradients(rng, shapes, 6)
+    ours, lrs = _run_bias_corrected(init, grads)
+    matched = _torch_adamw(init, grads, lrs, lambda t: 1e-6 / np.sqrt(1 - 0.999 ** t))
+    # Weights of about 1 moved by about 1e-2 in 6 steps: a few float32 ulps apart.
+    for path, a, b in zip(_PATHS, ours, matched):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=5e-7, err_msg=path)
+    same_epsilon = _torch_adamw(init, grads, lrs, lambda t: 1e-6)
+    expected_difference = [
+        a - b for a, b in zip(_bias_corrected_reference(init, grads, lrs, _DECAYED),
+                              _bias_corrected_reference(init, grads, lrs, _DECAYED,
+                                                        epsilon_on="sqrt_v_hat"))]
+    for path, a, b, want in zip(_PATHS, ours, same_epsilon, expected_difference):
+        np.testing.assert_allclose(a - b, want, rtol=0, atol=1e-6, err_msg=path)
+    assert np.abs(expected_difference[0]).max() > 1e-3  # the 1e-4 gradients: a real difference
+
+
+def _train_tiny_classifier(output_dir, steps, total_steps=8):
+    """A tiny classifier trained by the training loop with adamw_bias_corrected, stopping at
+    `steps` of a schedule of `total_steps` (a rerun of the same command resumes)."""
+    from modeling import losses
+    from modeling.config import BertConfig
+    from modeling.task_models import BertClassifier
+    from training import trainer
+    from training.batching import ArrayExamples
+
+    keras.utils.set_random_seed(7)
+    config = BertConfig(vocab_size=30, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=32, hidden_dropout_prob=0.0,
+                        attention_probs_dropout_prob=0.0)
+    ids = np.random.default_rng(0).integers(1, 30, (32, 8)).astype(np.int32)
+    arrays = {"input_ids": ids, "input_mask": np.ones_like(ids), "segment_ids": 0 * ids,
+              "label_ids": (ids[:, 0] > 15).astype(np.int32)}
+
+    def loss_fn(outputs, batch, normaliser):
+        return {"loss": losses.mean_cross_entropy(outputs["logits"], batch["label_ids"],
+                                                  normaliser.global_batch_size(batch))}
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    with strategy.scope():
+        model = BertClassifier(config, 2)
+        optimizer = create_optimizer(1e-3, total_steps, 2, optimizer_type="adamw_bias_corrected")
+    dataset_fn = ArrayExamples(arrays).training_dataset_fn(8, seed=3)
+    trainer.Trainer(strategy, model, optimizer, loss_fn, trainer.TrainingConfig(
+        steps, str(output_dir), save_checkpoints_steps=2)).train(dataset_fn, 8)
+    return [v.numpy() for v in model.weights], optimizer
+
+
+def test_bias_corrected_adamw_resumed_run_equals_an_uninterrupted_one(tmp_path):
+    """The step count of the bias correction is the optimizer's, restored with it: a run stopped
+    at step 4 and rerun ends where an uninterrupted one does."""
+    straight, _ = _train_tiny_classifier(tmp_path / "straight", 8)
+    _train_tiny_classifier(tmp_path / "resumed", 4)
+    resumed, optimizer = _train_tiny_classifier(tmp_path / "resumed", 8)
+    assert int(optimizer.iterations.numpy()) == 8
+    for a, b in zip(straight, resumed):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+    restored = keras.optimizers.deserialize(keras.optimizers.serialize(optimizer))
+    assert isinstance(restored, BiasCorrectedAdamWeightDecay)
+    assert restored.get_config() == optimizer.get_config()
+
+
 def test_config_round_trip():
     optimizer = create_optimizer(2e-5, 100, 10, optimizer_type="lamb", weight_decay_rate=0.02,
                                  clip_norm=None, exclude_from_weight_decay=["bias"])
@@ -274,7 +449,8 @@ def test_config_round_trip():
 
 
 def test_bad_arguments_name_the_value_and_the_choices():
-    with pytest.raises(ValueError, match=r"optimizer_type='adam'.*\('adamw', 'lamb'\)"):
+    with pytest.raises(ValueError, match=r"optimizer_type='adam'.*"
+                                         r"\('adamw', 'adamw_bias_corrected', 'lamb'\)"):
         create_optimizer(1e-4, 10, 1, optimizer_type="adam")
     with pytest.raises(ValueError, match="global_clipnorm.*clip_norm"):
         AdamWeightDecay(global_clipnorm=1.0)

@@ -35,27 +35,37 @@ class Progress:
             self._last = now
             self._log(self.line(now))
 
+    def elapsed(self, now: float | None = None) -> float:
+        """Seconds since the start."""
+        return max((now if now is not None else self._clock()) - self._start, 1e-9)
+
+    def eta(self, now: float | None = None) -> float | None:
+        """Seconds left at the mean rate so far; None without a total or before the first count."""
+        rate = self.count / self.elapsed(now)
+        return (self.total - self.count) / rate if self.total and rate > 0 else None
+
     def line(self, now: float | None = None) -> str:
-        elapsed = max((now if now is not None else self._clock()) - self._start, 1e-9)
-        rate = self.count / elapsed
+        now = now if now is not None else self._clock()
         text = f"{self.what}: {self.count}"
         if self.total:
             text += f"/{self.total} ({100.0 * self.count / self.total:.1f}%)"
-        text += f", {rate:.1f}/s"
-        if self.total and rate > 0:
-            text += f", ETA {_format_seconds((self.total - self.count) / rate)}"
+        text += f", {self.count / self.elapsed(now):.1f}/s"
+        eta = self.eta(now)
+        if eta is not None:
+            text += f", ETA {format_seconds(eta)}"
         return text
 
     def done(self) -> str:
         """Logs and returns the summary line: count, elapsed time and mean rate."""
         elapsed = max(self._clock() - self._start, 1e-9)
-        summary = (f"{self.what}: {self.count} done in {_format_seconds(elapsed)} "
+        summary = (f"{self.what}: {self.count} done in {format_seconds(elapsed)} "
                    f"({self.count / elapsed:.1f}/s)")
         self._log(summary)
         return summary
 
 
-def _format_seconds(seconds: float) -> str:
+def format_seconds(seconds: float) -> str:
+    """`M:SS`, or `H:MM:SS` from an hour."""
     seconds = int(round(seconds))
     hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)
