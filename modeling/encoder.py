@@ -99,7 +99,7 @@ class BertEncoder(keras.Model):
 
 
 def _padded_stack(inputs, embeddings, layers, attention_mask):
-    """The embeddings and layers on every position: (embedding_output, encoder_outputs), [B, T, H]."""
+    """The embeddings and layers on every position: embedding_output, encoder_outputs [B, T, H]."""
     hidden_states = embeddings(inputs[INPUT_IDS], inputs[SEGMENT_IDS])
     embedding_output, encoder_outputs = hidden_states, []
     for layer in layers:

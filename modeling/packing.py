@@ -4,19 +4,18 @@ The packed encoder runs its dense layers, LayerNorms, activations, dropout and r
 the real tokens only; attention scatters them back into their rows for its per-sequence products.
 
 Shapes: B batch, T sequence length, R packed rows, W any width. Packed row r holds the token at
-flat position `token_index[r]` = b * T + t of the batch, in row-major order (real tokens need not
-be a prefix of their row). Rows past the real tokens, which round their count up under XLA, hold
-B * T: one past the batch, so that scattering sends them to a discarded row and gathering reads
-position B * T - 1 (a finite value, never used).
+flat position `token_index[r]` = b * T + t of the batch, real tokens first, in row-major order
+(they need not be a prefix of their row). The rows that round their count up hold B * T, one
+past the batch: scattering sends them to a discarded row, gathering reads position B * T - 1 (a
+finite value, never used).
 
 Without XLA, R is the real token count rounded up to a multiple of `ROW_MULTIPLE`, a dynamic
-dimension: one trace serves every batch. XLA
-needs static shapes: there `by_bucket` runs the encoder as a `tf.switch_case` over
-`XLA_BUCKETS` row counts, the multiples of ceil(B * T / XLA_BUCKETS), taking the smallest that
-holds the batch's real tokens; one compilation per input shape holds every branch. Under a
-gradient tape XLA would recompile, at every call, a switch whose branches keep intermediates of
-different shapes, so there the encoder runs without the switch on all B * T rows (the padded
-computation's cost, real tokens first).
+dimension: one trace serves every batch. XLA needs static shapes: there `by_bucket` runs the
+encoder as a `tf.switch_case` over `XLA_BUCKETS` row counts, the multiples of
+ceil(B * T / XLA_BUCKETS), taking the smallest that holds the batch's real tokens; one
+compilation per input shape holds every branch. Under a gradient tape XLA would recompile, at
+every call, a switch whose branches keep intermediates of different shapes, so there the encoder
+runs on all B * T rows without the switch (the padded computation's cost).
 """
 import contextvars
 from typing import Callable
@@ -31,13 +30,13 @@ from tensorflow.python.ops import control_flow_util
 # How many row counts, the multiples of ceil(B * T / XLA_BUCKETS), the encoder compiles under XLA.
 XLA_BUCKETS = 4
 
-# Without XLA, the real tokens' row count rounded up to a multiple of this: a CPU's SIMD kernels
-# (16 floats wide with AVX-512) compute the last rows of a matrix whose size is no multiple of
-# their width one by one, where some functions (rsqrt) round differently, so that a token's
-# numbers would depend on which other tokens share its batch.
+# Without XLA, the real tokens' row count is rounded up to a multiple of this. The CPU kernels
+# compute the elements past a tensor's last full SIMD vector (16 floats with AVX-512) with scalar
+# code, where some functions (rsqrt) round differently: a token's numbers would otherwise depend
+# on which rows share its batch.
 ROW_MULTIPLE = 16
 
-# The branch of `by_bucket` being traced: `pack` gives it that many rows.
+# The bucket of the `by_bucket` branch being traced, whose row count `pack` gives.
 _xla_bucket = contextvars.ContextVar("xla_bucket", default=None)
 
 
@@ -95,7 +94,8 @@ def pack(input_mask: tf.Tensor) -> tf.Tensor:
         token_index = tf.cast(tf.where(real)[:, 0], tf.int32)
         extra_rows = -tf.size(token_index) % ROW_MULTIPLE
         return tf.pad(token_index, [[0, extra_rows]], constant_values=flat_size)
-    # Real tokens first, in order; the other rows B * T (written past the end, then cut).
+    # Under XLA: every position's row, real tokens first (each written to its row by a scatter
+    # whose other writes land past the end and are cut), then B * T.
     count = tf.reduce_sum(tf.cast(real, tf.int32))
     row = tf.where(real, tf.cumsum(tf.cast(real, tf.int32)) - 1, flat_size)
     positions = tf.range(flat_size, dtype=tf.int32)

@@ -111,7 +111,8 @@ def _gradients(model: BertEncoder, batch: dict, jit_compile: bool) -> list:
         with tf.GradientTape() as tape:
             outputs = model(batch, training=False)
             states = [outputs["embedding_output"]] + outputs["encoder_outputs"]
-            loss = tf.add_n([tf.reduce_sum(w * tf.square(s)) for w, s in zip(token_weights, states)])
+            loss = tf.add_n([tf.reduce_sum(w * tf.square(s))
+                             for w, s in zip(token_weights, states)])
             loss += tf.reduce_sum(pooled_weights * outputs["pooled_output"])
         return tape.gradient(loss, model.trainable_variables)
     return tf.function(step, jit_compile=jit_compile)(batch)
