@@ -4,10 +4,11 @@ import math
 import keras
 import tensorflow as tf
 
+from modeling import packing
 from modeling.initializers import weight_initializer
 
 # Shapes: B batch, T sequence length (from = to = T in self-attention), N heads, D head size,
-# H = N * D hidden size.
+# H = N * D hidden size, R packed rows (the batch's real tokens, `modeling.packing`).
 
 
 class SelfAttention(keras.layers.Layer):
@@ -23,6 +24,10 @@ class SelfAttention(keras.layers.Layer):
     and in the compute dtype: under mixed bfloat16 the softmax input stays bfloat16 (the mask
     rounds to -9984, whose exponential is 0 all the same), with no float32 copies of the
     [B, N, T, T] scores. Heads and positions swap places by `_swap_axes_1_2`.
+
+    Given packed rows (the batch's real tokens), the projections run on those rows only, and
+    their outputs are scattered into [B, T, H] (zeros at padding, which the mask hides) for the
+    per-sequence products; the context vectors of the real tokens are gathered back.
     """
 
     def __init__(self, num_heads: int, head_size: int, dropout_rate: float,
@@ -44,31 +49,43 @@ class SelfAttention(keras.layers.Layer):
         for projection in (self.query, self.key, self.value):
             projection.build((None, input_shape[-1]))
 
-    def _heads(self, projection, flat_states, batch, length):
-        x = tf.reshape(projection(flat_states),
-                       [batch, length, self.num_heads, self.head_size])  # [B, T, N, D]
+    def _heads(self, projection, flat_states, token_index, batch, length):
+        """Projects flat_states [B*T, H] (or the packed rows [R, H]) to [B, N, T, D]."""
+        x = projection(flat_states)                                        # [B*T or R, H]
+        if token_index is not None:
+            x = packing.scatter_tokens(x, token_index, batch, length)     # [B, T, H]
+        x = tf.reshape(x, [batch, length, self.num_heads, self.head_size])  # [B, T, N, D]
         return _swap_axes_1_2(x)                                           # [B, N, T, D]
 
-    def call(self, hidden_states, attention_mask, training=None):
-        """Attends every position to every unmasked position.
+    def call(self, hidden_states, attention_mask, token_index=None, training=None):
+        """Attends every position to every unmasked position of its sequence.
 
         Args:
-            hidden_states: float [B, T, H].
+            hidden_states: float [B, T, H], or the batch's packed rows [R, H] (`token_index`).
             attention_mask: float [B, 1, 1, T], 0 for real tokens and -10000 for padding.
+            token_index: int32 [R], the flat position of each packed row (`modeling.packing`);
+                None for [B, T, H] states.
 
         Returns:
-            float [B, T, H] context vectors, heads concatenated.
+            float context vectors, heads concatenated: [B, T, H], or [R, H] for packed rows.
         """
-        batch, length = tf.shape(hidden_states)[0], tf.shape(hidden_states)[1]
-        flat_states = tf.reshape(hidden_states, [-1, hidden_states.shape[-1]])  # [B*T, H]
-        query = self._heads(self.query, flat_states, batch, length)  # [B, N, T, D]
-        key = self._heads(self.key, flat_states, batch, length)      # [B, N, T, D]
-        value = self._heads(self.value, flat_states, batch, length)  # [B, N, T, D]
+        if token_index is None:
+            batch, length = tf.shape(hidden_states)[0], tf.shape(hidden_states)[1]
+        else:
+            batch, length = tf.shape(attention_mask)[0], tf.shape(attention_mask)[3]
+        flat_states = tf.reshape(hidden_states, [-1, hidden_states.shape[-1]])  # [B*T or R, H]
+        heads = dict(token_index=token_index, batch=batch, length=length)
+        query = self._heads(self.query, flat_states, **heads)        # [B, N, T, D]
+        key = self._heads(self.key, flat_states, **heads)            # [B, N, T, D]
+        value = self._heads(self.value, flat_states, **heads)        # [B, N, T, D]
         scores = tf.matmul(query, key, transpose_b=True) * (1.0 / math.sqrt(self.head_size))
         scores += tf.cast(attention_mask, scores.dtype)               # [B, N, T, T]
         probs = self.dropout(tf.nn.softmax(scores, axis=-1), training=training)
         context = _swap_axes_1_2(tf.matmul(probs, value))              # [B, T, N, D]
-        return tf.reshape(context, [batch, length, self.num_heads * self.head_size])
+        context = tf.reshape(context, [batch, length, self.num_heads * self.head_size])
+        if token_index is None:
+            return context
+        return packing.gather_tokens(context, token_index)             # [R, H]
 
     def get_config(self):
         return {**super().get_config(), "num_heads": self.num_heads, "head_size": self.head_size,

@@ -2,6 +2,7 @@
 import keras
 import tensorflow as tf
 
+from modeling import packing
 from modeling.initializers import weight_initializer
 from modeling.layer_norm import LayerNorm
 
@@ -11,7 +12,8 @@ class BertEmbeddings(keras.layers.Layer):
 
     As the original `embedding_lookup` + `embedding_postprocessor`: the word-embedding table is the one
     the masked-LM head reuses as its output projection; positions are the first T rows of a learned
-    table; LayerNorm (epsilon 1e-12) then dropout.
+    table; LayerNorm (epsilon 1e-12) then dropout. Given the batch's packing, it embeds the real
+    tokens only, each with the position of its column.
     """
 
     def __init__(self, vocab_size: int, hidden_size: int, type_vocab_size: int,
@@ -39,21 +41,35 @@ class BertEmbeddings(keras.layers.Layer):
             initializer=init)
         self.layer_norm.build((None, None, self.hidden_size))
 
-    def call(self, input_ids, segment_ids, training=None):
+    def call(self, input_ids, segment_ids, token_index=None, training=None):
         """Embeds a batch of token ids.
 
         Args:
             input_ids: int32 [B, T] WordPiece ids.
             segment_ids: int32 [B, T] sentence A (0) / B (1) ids.
+            token_index: int32 [R], the batch's packing (`modeling.packing.pack`), or None.
 
         Returns:
-            float [B, T, H] embedding output (after LayerNorm and dropout).
+            float [B, T, H] embedding output (after LayerNorm and dropout); with `token_index`,
+            the packed rows [R, H] (the real tokens) only.
         """
-        seq_length = tf.shape(input_ids)[1]
-        words = tf.gather(self.word_embeddings, input_ids)           # [B, T, H]
-        segments = tf.gather(self.token_type_embeddings, segment_ids)  # [B, T, H]
-        positions = self.position_embeddings[:seq_length]              # [T, H]
-        output = tf.cast(words + segments + positions[tf.newaxis], self.compute_dtype)
+        length = tf.shape(input_ids)[1]
+        if token_index is not None:
+            input_ids = packing.gather_tokens(input_ids, token_index)              # [R]
+            segment_ids = packing.gather_tokens(segment_ids, token_index)          # [R]
+        words = tf.gather(self.word_embeddings, input_ids)                     # [B, T, H] or [R, H]
+        segments = tf.gather(self.token_type_embeddings, segment_ids)          # [B, T, H] or [R, H]
+        positions = self.position_embeddings[:length]                          # [T, H]
+        if token_index is None:
+            positions = positions[tf.newaxis]                                  # [1, T, H]
+        else:
+            # Gathered from the [T, H] slice, whose gradient is dense as the padded one's (the
+            # global norm gradients are clipped to sums IndexedSlices' rows, repeats and all),
+            # and after the two lookups: grappler sums equal-shaped terms as one AddN whose
+            # inputs it sorts by name, i.e. in the order they were made, so that the packed
+            # sum rounds as the padded (words + segments) + positions.
+            positions = tf.gather(positions, token_index % length)            # [R, H]
+        output = tf.cast(words + segments + positions, self.compute_dtype)
         return self.dropout(self.layer_norm(output), training=training)
 
     def get_config(self):

@@ -5,6 +5,8 @@ from modeling.attention import AttentionMask
 from modeling.config import BertConfig
 from modeling.embeddings import BertEmbeddings
 from modeling.initializers import weight_initializer
+from modeling import packing
+from modeling.packing import TokenPacking, TokenUnpacking
 from modeling.transformer_layer import TransformerLayer
 
 # The encoder's input keys, which are the TFRecord feature keys (data/tfrecord_schema.py).
@@ -43,33 +45,44 @@ class BertEncoder(keras.Model):
     `encoder_outputs` (list of the L layers' [B, T, H] outputs, the original's `all_encoder_layers`)
     and `embedding_output` [B, T, H]. Matches the original `BertModel`; leaves out its TPU one-hot
     embedding lookup, which computes the same numbers.
+
+    `packed` (the default) computes the real tokens only (`input_mask` nonzero): every layer but
+    attention's per-sequence products runs on their [R, H] matrix (`modeling.packing`). The
+    outputs at real tokens are the padded computation's, to float32 round-off; at padding they are
+    zeros (the original computes values there that nothing real depends on). `packed=False`
+    computes every position as the original does, for outputs that read padding (the original
+    SQuAD span loss is a softmax over every position). Both have the same weights and paths.
     """
 
-    def __init__(self, config: BertConfig, **kwargs):
+    def __init__(self, config: BertConfig, packed: bool = True, **kwargs):
         inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
                   for name in ENCODER_INPUTS}
         embeddings = BertEmbeddings(
             config.vocab_size, config.hidden_size, config.type_vocab_size,
             config.max_position_embeddings, config.hidden_dropout_prob, config.initializer_range,
             name="embeddings")
-        embedding_output = embeddings(inputs["input_ids"], inputs["segment_ids"])
-        attention_mask = AttentionMask(name="attention_mask")(inputs["input_mask"])
-        hidden_states, encoder_outputs = embedding_output, []
-        for index in range(config.num_hidden_layers):
-            layer = TransformerLayer(
-                config.hidden_size, config.num_attention_heads, config.intermediate_size,
-                config.hidden_act, config.hidden_dropout_prob,
-                config.attention_probs_dropout_prob, config.initializer_range,
-                name=f"layer_{index}")
-            hidden_states = layer(hidden_states, attention_mask)
-            encoder_outputs.append(hidden_states)
+        attention_mask = AttentionMask(name="attention_mask")(inputs[INPUT_MASK])
+        layers = [TransformerLayer(
+            config.hidden_size, config.num_attention_heads, config.intermediate_size,
+            config.hidden_act, config.hidden_dropout_prob, config.attention_probs_dropout_prob,
+            config.initializer_range, name=f"layer_{index}")
+            for index in range(config.num_hidden_layers)]
+        stack = _packed_stack if packed else _padded_stack
+        embedding_output, encoder_outputs = stack(inputs, embeddings, layers, attention_mask)
         pooled_output = Pooler(config.hidden_size, config.initializer_range, name="pooler")(
-            hidden_states)
-        outputs = {"sequence_output": hidden_states, "pooled_output": pooled_output,
+            encoder_outputs[-1])
+        outputs = {"sequence_output": encoder_outputs[-1], "pooled_output": pooled_output,
                    "encoder_outputs": encoder_outputs, "embedding_output": embedding_output}
         super().__init__(inputs=inputs, outputs=outputs, **{"name": "bert", **kwargs})
         self.config = config
+        self.packed = packed
         self.embeddings = embeddings
+
+    def call(self, inputs, training=None, mask=None):
+        """The functional graph; packed under XLA, once per bucket of rows (`modeling.packing`)."""
+        def forward():
+            return super(BertEncoder, self).call(inputs, training=training, mask=mask)
+        return packing.by_bucket(forward, inputs[INPUT_MASK]) if self.packed else forward()
 
     @property
     def word_embeddings(self) -> keras.Variable:
@@ -77,11 +90,12 @@ class BertEncoder(keras.Model):
         return self.embeddings.word_embeddings
 
     def get_config(self):
-        return {"config": self.config.to_dict(), "name": self.name}
+        return {"config": self.config.to_dict(), "packed": self.packed, "name": self.name}
 
     @classmethod
     def from_config(cls, config):
-        return cls(BertConfig.from_dict(config["config"]), name=config.get("name", "bert"))
+        return cls(BertConfig.from_dict(config["config"]), packed=config.get("packed", True),
+                   name=config.get("name", "bert"))
 
 
 def encoder_of(model: keras.Model) -> BertEncoder:
@@ -89,3 +103,26 @@ def encoder_of(model: keras.Model) -> BertEncoder:
     else its `encoder`."""
     return model if isinstance(model, BertEncoder) else model.encoder
 
+
+def _padded_stack(inputs, embeddings, layers, attention_mask):
+    """The embeddings and layers on every position: embedding_output, encoder_outputs [B, T, H]."""
+    hidden_states = embeddings(inputs[INPUT_IDS], inputs[SEGMENT_IDS])
+    embedding_output, encoder_outputs = hidden_states, []
+    for layer in layers:
+        hidden_states = layer(hidden_states, attention_mask)
+        encoder_outputs.append(hidden_states)
+    return embedding_output, encoder_outputs
+
+
+def _packed_stack(inputs, embeddings, layers, attention_mask):
+    """The embeddings and layers on the real tokens' [R, H] rows, unpacked to [B, T, H] outputs."""
+    token_index = TokenPacking(name="packing")(inputs[INPUT_MASK])
+    hidden_states = embeddings(inputs[INPUT_IDS], inputs[SEGMENT_IDS], token_index)
+    packed_outputs = [hidden_states]                                            # [R, H] each
+    for layer in layers:
+        hidden_states = layer(hidden_states, attention_mask, token_index)
+        packed_outputs.append(hidden_states)
+    unpacking = TokenUnpacking(name="unpacking")
+    embedding_output, *encoder_outputs = [
+        unpacking(rows, token_index, inputs[INPUT_MASK]) for rows in packed_outputs]
+    return embedding_output, encoder_outputs

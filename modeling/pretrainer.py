@@ -14,16 +14,18 @@ class BertPretrainer(keras.Model):
 
     Inputs are the pretraining TFRecord keys: `input_ids`, `input_mask`, `segment_ids` int32 [B, T],
     `masked_lm_positions` int32 [B, P]. Outputs: `masked_lm_logits` float32 [B, P, V],
-    `next_sentence_logits` float32 [B, 2] (label 0 = IsNext), and the encoder's outputs.
+    `next_sentence_logits` float32 [B, 2] (label 0 = IsNext), and the encoder's outputs. The
+    encoder is `packed` unless one is given (`BertEncoder`): the masked positions are real tokens.
     """
 
     # Whether the model has the next-sentence head (`BertMaskedLM` has not).
     with_next_sentence = True
 
-    def __init__(self, config: BertConfig, encoder: BertEncoder | None = None, **kwargs):
+    def __init__(self, config: BertConfig, encoder: BertEncoder | None = None,
+                 packed: bool = True, **kwargs):
         super().__init__(**{"name": "bert_pretrainer", **kwargs})
         self.config = config
-        self.encoder = encoder or BertEncoder(config)
+        self.encoder = encoder or BertEncoder(config, packed=packed)
         self.masked_lm = MaskedLMHead(config.vocab_size, config.hidden_size, config.hidden_act,
                                       config.initializer_range, name="masked_lm")
         # Built here, outside any call scope, so that variable paths start at the head's name.
@@ -45,11 +47,12 @@ class BertPretrainer(keras.Model):
         return outputs
 
     def get_config(self):
-        return {"config": self.config.to_dict(), "name": self.name}
+        return {"config": self.config.to_dict(), "packed": self.encoder.packed, "name": self.name}
 
     @classmethod
     def from_config(cls, config):
-        return cls(BertConfig.from_dict(config["config"]), name=config.get("name"))
+        return cls(BertConfig.from_dict(config["config"]), packed=config.get("packed", True),
+                   name=config.get("name"))
 
 
 class BertMaskedLM(BertPretrainer):
@@ -60,8 +63,9 @@ class BertMaskedLM(BertPretrainer):
 
     with_next_sentence = False
 
-    def __init__(self, config: BertConfig, encoder: BertEncoder | None = None, **kwargs):
-        super().__init__(config, encoder, **{"name": "bert_masked_lm", **kwargs})
+    def __init__(self, config: BertConfig, encoder: BertEncoder | None = None,
+                 packed: bool = True, **kwargs):
+        super().__init__(config, encoder, packed, **{"name": "bert_masked_lm", **kwargs})
 
 
 def pretraining_losses(outputs: dict, batch: dict, masked_lm_weight_sum=None,

@@ -8,13 +8,14 @@ from modeling.heads import OutputProjection
 
 
 class _TaskModel(keras.Model):
-    """Shared wiring: an encoder, a head built at construction, config round trip."""
+    """Shared wiring: an encoder (`packed` unless given one, see `BertEncoder`), a head built at
+    construction, config round trip."""
 
     def __init__(self, config: BertConfig, head: keras.layers.Layer,
-                 encoder: BertEncoder | None, **kwargs):
+                 encoder: BertEncoder | None, packed: bool = True, **kwargs):
         super().__init__(**kwargs)
         self.config = config
-        self.encoder = encoder or BertEncoder(config)
+        self.encoder = encoder or BertEncoder(config, packed=packed)
         self.head = head
         # Built here, outside any call scope, so that variable paths start at the head's name.
         self.head.build(None)
@@ -48,12 +49,16 @@ class BertSpanLabeler(_TaskModel):
     """Start/end span scores over the sequence (SQuAD), as the original `run_squad.create_model`.
 
     `cls/squad/output_weights` [2, H] and `output_bias` [2]; outputs `start_logits` and
-    `end_logits`, float32 [B, T].
+    `end_logits`, float32 [B, T]. Its encoder computes every position unless `packed=True`: the
+    original's span loss is a softmax over every position, padding included, and its n-best
+    takes padding's logits (`training.fine_tuning.predict_spans`).
     """
 
-    def __init__(self, config: BertConfig, encoder: BertEncoder | None = None, **kwargs):
+    def __init__(self, config: BertConfig, encoder: BertEncoder | None = None,
+                 packed: bool = False, **kwargs):
         head = OutputProjection(2, config.hidden_size, config.initializer_range, name="squad")
-        super().__init__(config, head, encoder, **{"name": "bert_span_labeler", **kwargs})
+        super().__init__(config, head, encoder, packed,
+                         **{"name": "bert_span_labeler", **kwargs})
 
     def call(self, inputs, training=None):
         logits = self.head(self.encode(inputs, training)["sequence_output"])  # [B, T, 2]

@@ -14,7 +14,7 @@ class TransformerLayer(keras.layers.Layer):
     As the original `transformer_model` loop body: post-LN (LayerNorm after the residual add),
     epsilon 1e-12, feed-forward `hidden_act` in the intermediate layer only. The dense layers run
     on [B*T, H] matrices, as the original's, so that on CPU each is one oneDNN matmul with its bias
-    (and GELU) fused.
+    (and GELU) fused; given the batch's packing, on the [R, H] matrix of its real tokens instead.
     """
 
     def __init__(self, hidden_size: int, num_heads: int, intermediate_size: int, hidden_act: str,
@@ -52,26 +52,37 @@ class TransformerLayer(keras.layers.Layer):
         self.output_dense.build((None, self.intermediate_size))
         self.output_layer_norm.build(hidden_shape)
 
-    def call(self, hidden_states, attention_mask, training=None):
+    def call(self, hidden_states, attention_mask, token_index=None, training=None):
         """Runs one block.
 
         Args:
-            hidden_states: float [B, T, H] output of the previous layer (or the embeddings).
+            hidden_states: float [B, T, H] output of the previous layer (or the embeddings), or
+                the batch's packed rows [R, H] when `token_index` is given.
             attention_mask: float32 [B, 1, 1, T] additive mask (0 real, -10000 padding).
+            token_index: int32 [R], the batch's packing (`modeling.packing.pack`), or None.
 
         Returns:
-            float [B, T, H].
+            float [B, T, H], or [R, H] packed.
         """
+        if token_index is not None:
+            context = self.attention(hidden_states, attention_mask, token_index,
+                                     training=training)                            # [R, H]
+            return self._after_attention(hidden_states, context, training)
         residual = tf.reshape(hidden_states, [-1, self.hidden_size])               # [B*T, H]
-        x = self.attention(hidden_states, attention_mask, training=training)       # [B, T, H]
-        x = self.attention_output(tf.reshape(x, [-1, self.hidden_size]))           # [B*T, H]
+        context = self.attention(hidden_states, attention_mask, training=training)  # [B, T, H]
+        layer_output = self._after_attention(
+            residual, tf.reshape(context, [-1, self.hidden_size]), training)       # [B*T, H]
+        return tf.reshape(layer_output, tf.shape(hidden_states))                  # [B, T, H]
+
+    def _after_attention(self, residual, context, training):
+        """The block past attention: residual, context float [M, H] -> [M, H] (M rows)."""
+        x = self.attention_output(context)
         attention_output = self.attention_layer_norm(
             self.dropout(x, training=training) + residual)
         activation = get_activation(self.hidden_act, training=bool(training))
-        x = activation(self.intermediate(attention_output))                        # [B*T, I]
+        x = activation(self.intermediate(attention_output))                        # [M, I]
         x = self.dropout(self.output_dense(x), training=training)
-        layer_output = self.output_layer_norm(x + attention_output)
-        return tf.reshape(layer_output, tf.shape(hidden_states))                  # [B, T, H]
+        return self.output_layer_norm(x + attention_output)
 
     def get_config(self):
         return {**super().get_config(), "hidden_size": self.hidden_size,

@@ -22,3 +22,9 @@ def golden(fixtures_dir, length: int) -> dict[str, np.ndarray]:
 
 def golden_inputs(values: dict[str, np.ndarray]) -> dict[str, tf.Tensor]:
     return {k: tf.constant(values["inputs/" + k], tf.int32) for k in MODEL_INPUTS}
+
+
+def at_real_tokens(values: np.ndarray, input_mask: np.ndarray) -> np.ndarray:
+    """The original's [..., B, T, H] outputs as the packed encoder gives them: zeros at padding
+    (input_mask [B, T] zero), where the original computes values nothing real depends on."""
+    return values * (np.asarray(input_mask)[..., np.newaxis] != 0)

@@ -87,14 +87,14 @@ CASES = {
         lambda **kw: Pooler(H, 0.05, name="pooler", **kw), lambda layer: layer(HIDDEN),
         {"hidden_size": H, "initializer_range": 0.05, "name": "pooler"}),
     "BertEncoder": Case(
-        lambda: BertEncoder(CONFIG, name="my_bert"),
+        lambda: BertEncoder(CONFIG, packed=False, name="my_bert"),
         lambda model: model(ENCODER_INPUTS, training=False),
-        {"config": CONFIG.to_dict(), "name": "my_bert"}),
+        {"config": CONFIG.to_dict(), "packed": False, "name": "my_bert"}),
     "BertPretrainer": Case(
         lambda: BertPretrainer(CONFIG, name="my_pretrainer"),
         lambda model: model({**ENCODER_INPUTS, "masked_lm_positions": POSITIONS},
                             training=False),
-        {"config": CONFIG.to_dict(), "name": "my_pretrainer"}),
+        {"config": CONFIG.to_dict(), "packed": True, "name": "my_pretrainer"}),
     "BiLstmTagger": Case(
         lambda: BiLstmTagger(6, 4, lstm_units=3, num_layers=1, dropout_rate=0.4,
                              initializer_range=0.05, name="tagger"),

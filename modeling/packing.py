@@ -1,0 +1,138 @@
+"""A padded batch's real tokens as one matrix of rows (packing), and back to [B, T] (unpacking).
+
+The packed encoder runs its dense layers, LayerNorms, activations, dropout and residual adds on
+the real tokens only; attention scatters them back into their rows for its per-sequence products.
+
+Shapes: B batch, T sequence length, R packed rows, W any width. Packed row r holds the token at
+flat position `token_index[r]` = b * T + t of the batch, real tokens first, in row-major order
+(they need not be a prefix of their row). The rows that round their count up hold B * T, one
+past the batch: scattering sends them to a discarded row, gathering reads position B * T - 1 (a
+finite value, never used).
+
+Without XLA, R is the real token count rounded up to a multiple of `ROW_MULTIPLE`, a dynamic
+dimension: one trace serves every batch. XLA needs static shapes: there `by_bucket` runs the
+encoder as a `tf.switch_case` over `XLA_BUCKETS` row counts, the multiples of
+ceil(B * T / XLA_BUCKETS), taking the smallest that holds the batch's real tokens; one
+compilation per input shape holds every branch. Under a gradient tape XLA would recompile, at
+every call, a switch whose branches keep intermediates of different shapes, so there the encoder
+runs on all B * T rows without the switch (the padded computation's cost).
+"""
+import contextvars
+from typing import Callable
+
+import keras
+import tensorflow as tf
+# Private: TensorFlow offers no public way to tell, while tracing, that XLA will compile the graph
+# or that a gradient tape records it. tests/test_packing.py fails if these go away.
+from tensorflow.python.eager import record
+from tensorflow.python.ops import control_flow_util
+
+# How many row counts, the multiples of ceil(B * T / XLA_BUCKETS), the encoder compiles under XLA.
+XLA_BUCKETS = 4
+
+# Without XLA, the real tokens' row count is rounded up to a multiple of this. The CPU kernels
+# compute the elements past a tensor's last full SIMD vector (16 floats with AVX-512) with scalar
+# code, where some functions (rsqrt) round differently: a token's numbers would otherwise depend
+# on which rows share its batch.
+ROW_MULTIPLE = 16
+
+# The bucket of the `by_bucket` branch being traced, whose row count `pack` gives.
+_xla_bucket = contextvars.ContextVar("xla_bucket", default=None)
+
+
+def compiled_with_xla() -> bool:
+    """Whether the graph being traced will be compiled by XLA (`jit_compile=True`)."""
+    graph = tf.compat.v1.get_default_graph()
+    return tf.inside_function() and control_flow_util.GraphOrParentsInXlaContext(graph)
+
+
+def bucket_sizes(flat_size: int) -> list[int]:
+    """The row counts the encoder is compiled for under XLA, for B * T = `flat_size`."""
+    step = max(-(-flat_size // XLA_BUCKETS), 1)
+    return [min((k + 1) * step, flat_size) for k in range(XLA_BUCKETS)]
+
+
+def _bucket_step(flat_size: tf.Tensor) -> tf.Tensor:
+    """int32 scalar: ceil(B * T / XLA_BUCKETS), at least 1."""
+    return tf.maximum((flat_size + XLA_BUCKETS - 1) // XLA_BUCKETS, 1)
+
+
+def _real_tokens(input_mask: tf.Tensor) -> tf.Tensor:
+    """bool [B*T]: which positions hold real tokens."""
+    return tf.reshape(tf.not_equal(input_mask, 0), [-1])
+
+
+def by_bucket(fn: Callable[[], object], input_mask: tf.Tensor):
+    """Runs `fn`, the packed encoder's forward pass on the batch of `input_mask` int [B, T]; under
+    XLA without a gradient tape, as a switch over the bucket that holds its real tokens."""
+    if not compiled_with_xla() or record.could_possibly_record():
+        return fn()
+    count = tf.reduce_sum(tf.cast(_real_tokens(input_mask), tf.int32))
+    step = _bucket_step(tf.size(input_mask))
+    bucket = tf.clip_by_value((count + step - 1) // step - 1, 0, XLA_BUCKETS - 1)
+
+    def branch(k: int) -> Callable[[], object]:
+        def run():
+            token = _xla_bucket.set(k)
+            try:
+                return fn()
+            finally:
+                _xla_bucket.reset(token)
+        return run
+    return tf.switch_case(bucket, [branch(k) for k in range(XLA_BUCKETS)])
+
+
+def pack(input_mask: tf.Tensor) -> tf.Tensor:
+    """The packing of a batch: `token_index` int32 [R] (see the module docstring).
+
+    Args:
+        input_mask: int [B, T], nonzero for real tokens.
+    """
+    real = _real_tokens(input_mask)                                            # [B*T]
+    flat_size = tf.size(input_mask)
+    if not compiled_with_xla():
+        token_index = tf.cast(tf.where(real)[:, 0], tf.int32)
+        extra_rows = -tf.size(token_index) % ROW_MULTIPLE
+        return tf.pad(token_index, [[0, extra_rows]], constant_values=flat_size)
+    # Under XLA: every position's row, real tokens first (each written to its row by a scatter
+    # whose other writes land past the end and are cut), then B * T.
+    count = tf.reduce_sum(tf.cast(real, tf.int32))
+    row = tf.where(real, tf.cumsum(tf.cast(real, tf.int32)) - 1, flat_size)
+    positions = tf.range(flat_size, dtype=tf.int32)
+    token_index = tf.scatter_nd(row[:, tf.newaxis], positions + 1, [flat_size + 1])[:-1] - 1
+    token_index = tf.where(positions < count, token_index, flat_size)
+    bucket = _xla_bucket.get()
+    if bucket is None:
+        return token_index
+    return token_index[:tf.minimum((bucket + 1) * _bucket_step(flat_size), flat_size)]
+
+
+def gather_tokens(values: tf.Tensor, token_index: tf.Tensor) -> tf.Tensor:
+    """Packs: values [B, T, ...] -> [R, ...] at `token_index` int32 [R]."""
+    shape = tf.shape(values)
+    flat = tf.reshape(values, tf.concat([[shape[0] * shape[1]], shape[2:]], 0))  # [B*T, ...]
+    return tf.gather(flat, tf.minimum(token_index, shape[0] * shape[1] - 1))
+
+
+def scatter_tokens(packed: tf.Tensor, token_index: tf.Tensor, batch: tf.Tensor,
+                   length: tf.Tensor) -> tf.Tensor:
+    """Unpacks: packed [R, W] -> [B, T, W], zeros where no packed row lands."""
+    width = packed.shape[-1] or tf.shape(packed)[-1]
+    flat = tf.scatter_nd(token_index[:, tf.newaxis], packed,
+                         tf.stack([batch * length + 1, width]))[:-1]           # [B*T, W]
+    return tf.reshape(flat, [batch, length, width])
+
+
+class TokenPacking(keras.layers.Layer):
+    """Layer form of `pack`, for functional models: input_mask [B, T] -> token_index [R]."""
+
+    def call(self, input_mask):
+        return pack(input_mask)
+
+
+class TokenUnpacking(keras.layers.Layer):
+    """Layer form of `scatter_tokens`: packed [R, W] -> [B, T, W] in the batch of `input_mask`."""
+
+    def call(self, packed, token_index, input_mask):
+        shape = tf.shape(input_mask)
+        return scatter_tokens(packed, token_index, shape[0], shape[1])

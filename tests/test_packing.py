@@ -1,0 +1,222 @@
+"""The packed encoder (`modeling.packing`) against the padded one with the same weights: the
+same numbers at real tokens, zeros at padding, dense layers on real tokens only, and under XLA a
+bounded set of row counts."""
+import re
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from modeling import packing
+from modeling.config import BertConfig
+from modeling.encoder import BertEncoder
+
+CONFIG = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                    intermediate_size=64, hidden_dropout_prob=0.0,
+                    attention_probs_dropout_prob=0.0, type_vocab_size=3,
+                    initializer_range=0.2)
+# XLA's CPU dot products of small matrices round differently from those of larger ones, so that
+# under XLA a token's numbers move by round-off with the row count (the padded encoder's too).
+XLA_ATOL = 1e-5
+RUNS = {
+    "eager": lambda model: lambda x: model(x, training=False),
+    "graph": lambda model: tf.function(lambda x: model(x, training=False)),
+    "xla": lambda model: tf.function(lambda x: model(x, training=False), jit_compile=True),
+}
+
+
+def _encoders(config: BertConfig = CONFIG) -> tuple[BertEncoder, BertEncoder]:
+    packed = BertEncoder(config)
+    padded = BertEncoder(config, packed=False)
+    padded.set_weights(packed.get_weights())
+    return packed, padded
+
+
+def _batch(lengths: list[int], width: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """Random ids and segments (padding too: it must not matter), real tokens a prefix."""
+    rng = np.random.default_rng(seed)
+    shape = (len(lengths), width)
+    input_mask = (np.arange(width)[None] < np.array(lengths)[:, None]).astype(np.int32)
+    return {"input_ids": rng.integers(1, CONFIG.vocab_size, shape).astype(np.int32),
+            "input_mask": input_mask,
+            "segment_ids": rng.integers(0, CONFIG.type_vocab_size, shape).astype(np.int32)}
+
+
+def _mixed_batch() -> dict[str, np.ndarray]:
+    """Full, short, one-token and empty rows, and one whose real tokens are no prefix."""
+    batch = _batch([16, 9, 1, 0, 16], 16, seed=1)
+    batch["input_mask"][4] = [1, 1, 0, 1, 0, 0, 1, 1, 1, 0, 1, 0, 0, 0, 1, 0]
+    return batch
+
+
+def _assert_packed_matches_padded(packed: dict, padded: dict, input_mask: np.ndarray,
+                                  atol: float = 1e-6):
+    real = input_mask != 0
+    pairs = [(packed["embedding_output"], padded["embedding_output"])]
+    pairs += list(zip(packed["encoder_outputs"], padded["encoder_outputs"]))
+    for packed_states, padded_states in pairs:
+        packed_states, padded_states = np.asarray(packed_states), np.asarray(padded_states)
+        assert packed_states.shape == padded_states.shape == input_mask.shape + (32,)
+        np.testing.assert_allclose(packed_states[real], padded_states[real], atol=atol)
+        assert not packed_states[~real].any()
+    np.testing.assert_array_equal(packed["sequence_output"], packed["encoder_outputs"][-1])
+    pooled = np.asarray(packed["pooled_output"])
+    assert np.isfinite(pooled).all()
+    np.testing.assert_allclose(pooled[real[:, 0]], np.asarray(padded["pooled_output"])[real[:, 0]],
+                               atol=atol)
+
+
+@pytest.mark.parametrize("run", list(RUNS))
+def test_real_tokens_as_padded_and_padding_zero(run):
+    packed, padded = _encoders()
+    batch = _mixed_batch()
+    _assert_packed_matches_padded(RUNS[run](packed)(batch), RUNS[run](padded)(batch),
+                                  batch["input_mask"], atol=XLA_ATOL if run == "xla" else 1e-6)
+
+
+# Widths whose B * T is a multiple of 16: the padded computation's own numbers move by round-off
+# with B * T otherwise (`packing.ROW_MULTIPLE`), the packed encoder's do not (next test).
+@pytest.mark.parametrize("lengths,width", [([512], 512), ([512, 300], 512), ([7], 16),
+                                           ([16], 16), ([0], 16), ([0, 0], 8)])
+def test_full_length_rows_batches_of_one_and_empty_batches(lengths, width):
+    packed, padded = _encoders()
+    batch = _batch(lengths, width, seed=2)
+    _assert_packed_matches_padded(packed(batch), padded(batch), batch["input_mask"])
+
+
+@pytest.mark.parametrize("run", ["eager", "graph"])
+def test_a_tokens_numbers_do_not_depend_on_its_batch(run):
+    """Bit for bit, without XLA: alone and unpadded, padded, or among other rows."""
+    packed, _ = _encoders()
+    encode = RUNS[run](packed)
+    batch = _batch([7, 30, 12], 32, seed=4)
+    together = encode(batch)["sequence_output"][0, :7]
+    alone = encode({k: v[:1, :7] for k, v in batch.items()})["sequence_output"][0]
+    padded = encode({k: v[:1, :16] for k, v in batch.items()})["sequence_output"][0, :7]
+    np.testing.assert_array_equal(alone, together)
+    np.testing.assert_array_equal(padded, together)
+
+
+def _gradients(model: BertEncoder, batch: dict, jit_compile: bool) -> list:
+    """Gradients of a loss on every output at real tokens, for every weight (IndexedSlices
+    for the embedding tables that are gathered from)."""
+    rng = np.random.default_rng(3)
+    real = batch["input_mask"][..., None].astype(np.float32)
+    token_weights = [rng.normal(size=real.shape[:2] + (32,)).astype(np.float32) * real
+                     for _ in range(CONFIG.num_hidden_layers + 1)]
+    pooled_weights = rng.normal(size=(len(real), 32)).astype(np.float32)
+
+    def step(batch):
+        with tf.GradientTape() as tape:
+            outputs = model(batch, training=False)
+            states = [outputs["embedding_output"]] + outputs["encoder_outputs"]
+            loss = tf.add_n([tf.reduce_sum(w * tf.square(s))
+                             for w, s in zip(token_weights, states)])
+            loss += tf.reduce_sum(pooled_weights * outputs["pooled_output"])
+        return tape.gradient(loss, model.trainable_variables)
+    return tf.function(step, jit_compile=jit_compile)(batch)
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_gradients_of_every_weight_as_padded(jit_compile):
+    packed, padded = _encoders()
+    batch = _mixed_batch()
+    batch["input_mask"][3, 0] = 1  # the pooler reads position 0 of every row
+    for variable, packed_grad, padded_grad in zip(
+            packed.trainable_variables, _gradients(packed, batch, jit_compile),
+            _gradients(padded, batch, jit_compile)):
+        # Of one kind: the global norm gradients are clipped to is not the dense one's for
+        # IndexedSlices (position embeddings are dense in both).
+        assert type(packed_grad) is type(padded_grad), variable.path
+        packed_grad, padded_grad = (np.asarray(tf.convert_to_tensor(g))
+                                    for g in (packed_grad, padded_grad))
+        # Round-off of sums over the batch's tokens, taken in another order: relative to the
+        # largest entry (an embedding row's gradient sums over every token that uses it), and
+        # absolute for the keys' bias, whose gradient is zero but for round-off.
+        scale = np.abs(padded_grad).max()
+        assert scale > 0, variable.path
+        np.testing.assert_allclose(packed_grad, padded_grad, rtol=0, atol=2e-6 * scale + 1e-5,
+                                   err_msg=variable.path)
+
+
+def test_dense_layers_see_the_real_tokens_only(monkeypatch):
+    packed, _ = _encoders()
+    batch = _batch([32, 5, 1, 0], 32)  # 38 real tokens of 128
+    rows = []
+    dense_call = keras.layers.Dense.call
+
+    def counting_call(self, inputs, *args, **kwargs):
+        rows.append((self.name, int(inputs.shape[0])))
+        return dense_call(self, inputs, *args, **kwargs)
+    monkeypatch.setattr(keras.layers.Dense, "call", counting_call)
+    packed(batch, training=False)
+    # 38 real tokens, rounded up to a multiple of ROW_MULTIPLE (16): 48 rows.
+    names = {"query", "key", "value", "attention_output", "intermediate", "output"}
+    encoder_rows = [count for name, count in rows if name in names]
+    assert len(encoder_rows) == 6 * CONFIG.num_hidden_layers
+    assert set(encoder_rows) == {48}
+    assert ("dense", 4) in rows  # the pooler: one row per example
+
+
+def test_bucket_sizes_are_few_and_hold_every_token_count():
+    for flat_size in (1, 5, 64, 4 * 128, 32 * 512):
+        sizes = packing.bucket_sizes(flat_size)
+        assert len(set(sizes)) <= packing.XLA_BUCKETS
+        assert sizes == sorted(sizes) and sizes[-1] == flat_size
+
+
+def test_under_xla_one_trace_and_only_the_bucket_row_counts():
+    packed, padded = _encoders()
+    run, run_padded = RUNS["xla"](packed), RUNS["xla"](padded)
+    for lengths in ([16, 16, 16, 16], [3, 0, 0, 0], [16, 9, 5, 0], [12, 12, 12, 1]):
+        batch = _batch(lengths, 16, seed=sum(lengths))
+        _assert_packed_matches_padded(run(batch), run_padded(batch), batch["input_mask"],
+                                      atol=XLA_ATOL)
+    assert run.experimental_get_tracing_count() == 1
+    hlo = run.experimental_get_compiler_ir(batch)(stage="hlo")
+    dot_rows = {int(rows) for rows in re.findall(r"= f32\[(\d+),\d+\]\{1,0\} dot\(", hlo)}
+    # The packed rows of each bucket, and the pooler's 4 (one per example).
+    assert dot_rows == set(packing.bucket_sizes(4 * 16)) | {4}
+    assert hlo.count(" conditional(") == 1
+
+
+def test_under_xla_a_gradient_tape_runs_every_row_without_the_switch():
+    """XLA would recompile the switch at every call under a tape (its branches keep
+    intermediates of different shapes)."""
+    packed, _ = _encoders()
+    batch = _batch([16, 3], 16)
+
+    def forward(batch):
+        return packed(batch, training=False)["sequence_output"]
+
+    def gradients(batch):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(forward(batch))
+        return tape.gradient(loss, packed.trainable_variables)
+
+    def op_types(fn):
+        graph = tf.function(fn, jit_compile=True).get_concrete_function(batch).graph
+        return {op.type for op in graph.get_operations()}
+    assert "Case" in op_types(forward)
+    assert "Case" not in op_types(gradients)
+
+
+def test_compiled_with_xla_is_true_only_under_jit_compile():
+    seen = []
+
+    def probe(x):
+        seen.append(packing.compiled_with_xla())
+        return x
+    probe(tf.constant(1))
+    tf.function(probe)(tf.constant(1))
+    tf.function(probe, jit_compile=True)(tf.constant(1))
+    assert seen == [False, False, True]
+
+
+def test_packed_and_padded_have_the_same_weights_and_paths():
+    packed, padded = _encoders()
+    assert [w.path for w in packed.weights] == [w.path for w in padded.weights]
+    assert packed.count_params() == padded.count_params()
+    assert BertEncoder.from_config(packed.get_config()).packed
+    assert not BertEncoder.from_config(padded.get_config()).packed
