@@ -16,7 +16,8 @@ import tensorflow as tf
 from data.pretraining.dataset import count_records, damaged_records_named, pretraining_dataset
 from modeling import checkpoints
 from modeling.config import BertConfig
-from modeling.pretrainer import BertPretrainer, pretraining_losses, pretraining_metric_sums
+from modeling.pretrainer import (BertMaskedLM, BertPretrainer, pretraining_losses,
+                                 pretraining_metric_sums)
 from training import fine_tuning
 from training.evaluation import evaluate as evaluate_batches
 from training.optimizer import optimizer_moments
@@ -64,17 +65,32 @@ class Records:
 
 
 def initialise(model: BertPretrainer, path: str | None) -> None:
-    """Loads the whole pretrainer, or only its encoder from a checkpoint without these heads;
+    """Loads the whole pretrainer; from a checkpoint with the masked-LM head alone (Hugging
+    Face's `BertForMaskedLM`, a TF-Hub encoder with its masked LM), the encoder and that head;
+    from one without these heads, the encoder. Heads not found start from random values;
     without a checkpoint the model keeps its random initialisation."""
     if not path:
         return
     try:
         checkpoints.load_checkpoint(model, path)
+        return
+    except checkpoints.CheckpointMismatchError:
+        pass
+    masked_lm = BertMaskedLM(model.config)
+    try:
+        checkpoints.load_checkpoint(masked_lm, path)
     except checkpoints.CheckpointMismatchError:
         # Strict on the encoder: its own mismatch, if any, is the error the user sees.
         checkpoints.load_checkpoint(model.encoder, path)
         logging.warning("%s has no pretraining heads that fit: they start from random values",
                         path)
+        return
+    for target, source in ((model.encoder, masked_lm.encoder),
+                           (model.masked_lm, masked_lm.masked_lm)):
+        for variable, value in zip(target.weights, source.weights):
+            variable.assign(value)
+    logging.warning("%s has the masked-LM head but no next-sentence head: that one starts from "
+                    "random values", path)
 
 
 def save(trained: fine_tuning.Trained, output_dir: str) -> None:

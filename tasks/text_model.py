@@ -98,8 +98,8 @@ def read_fine_tuned(path: str, head: str, description: str, vocab_file: str | No
     loaded = checkpoints.read_model(path, bert_config_file=bert_config_file,
                                     vocab_file=vocab_file)
     if loaded.spec.head != head:
-        raise ValueError(f"{path} holds a {loaded.spec.head} model, not a fine-tuned "
-                         f"{description}")
+        raise ValueError(f"{path} holds a model with the {loaded.spec.head!r} head, not a "
+                         f"fine-tuned {description}")
     tokenizer = tokenization.FullTokenizer(loaded.vocab_file,
                                            checked_lower_case(do_lower_case, loaded, path))
     return loaded, tokenizer

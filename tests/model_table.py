@@ -160,8 +160,8 @@ COLUMNS = (
     Column("to_model_garden", "`--to=model_garden`", "convert_checkpoint.py",
            frozenset({ENCODER, PRETRAINING, MASKED_LM}),
            Refusal("fine-tuned heads are not written", "not written in the Model Garden format"),
-           Refusal("no exact (erf) gelu in Model Garden", "activation 'gelu_exact' is not "
-                   "supported")),
+           Refusal("no exact (erf) gelu in Model Garden",
+                   "Model Garden's params.yaml has no name for hidden_act='gelu_exact'")),
     Column("run_pretraining", "`run_pretraining.py`", "run_pretraining.py"),
     Column("run_classifier", "`run_classifier.py`", "run_classifier.py"),
 )

@@ -6,7 +6,7 @@
 An export spends about 25 s of CPU tracing its in-graph tokenizer, whatever the model's size, so
 by default the export column runs for every encoder-only row (each its own format; a
 sentence-transformers folder its own pooling) and for the refused multiple-choice model; the
-other rows' export cells are skipped, named (tests/test_export_savedmodel.py checks the heads'
+other rows' export cells are left out (tests/test_export_savedmodel.py checks the heads'
 signatures). `BERT_MODEL_TABLE=all` runs every row. One export also runs as a separate
 process, as a user runs it, with the same SavedModel.
 """
@@ -181,18 +181,16 @@ def _check_export(table, built):
                               _served(table, f"{built.row.name}/embedding_pair")["embedding"]])
     embed = table.results["embed", built.row.name]
     assert embed.status == 0, embed.stderr[-3000:]
-    np.testing.assert_allclose(vectors, np.load(embed.output), atol=1e-6, rtol=0)
+    # Float32 round-off: the two graphs fuse ops differently (Grappler's remapper), 1e-6 relative.
+    np.testing.assert_allclose(vectors, np.load(embed.output), atol=1e-6, rtol=1e-6)
     _check_default_signature(table, built)
     if built.row.head in (PRETRAINING, MASKED_LM):
         _check_fill_mask_signature(table, built)
 
 
-@pytest.mark.parametrize("column", ("embed", "export"))
-@pytest.mark.parametrize("row", ROW_NAMES)
+@pytest.mark.parametrize("row,column", [(row, "embed") for row in ROW_NAMES] +
+                         [(row, "export") for row in EXPORTED])
 def test_cell(table, row, column):
-    if column == "export" and row not in EXPORTED:
-        pytest.skip("by default the export runs for the encoder-only rows and the refused "
-                    "multiple-choice model; BERT_MODEL_TABLE=all runs this one")
     refusal = expected(row_named(row), column_named(column))
     result = table.results[column, row]
     check_outcome(result, refusal)

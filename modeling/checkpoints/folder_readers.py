@@ -148,7 +148,8 @@ def read_hf_folder(found: FoundCheckpoint, files: FolderFiles) -> LoadedModel:
     vocab_file = _vocab(found.path, files, checkpoint.config)
     model = build_model(checkpoint.config, checkpoint.spec)
     assign_tf1_values(model, checkpoint.values, found.path)
-    return LoadedModel(model, checkpoint.spec, vocab_file, checkpoint.do_lower_case)
+    return LoadedModel(model, checkpoint.spec, vocab_file, checkpoint.do_lower_case,
+                       checkpoint.labels)
 
 
 def read_tf_hub_folder(found: FoundCheckpoint, files: FolderFiles) -> LoadedModel:

@@ -77,7 +77,8 @@ def write_model(loaded: LoadedModel, output_format: str, output: str,
     _check_writable(loaded, output_format)
     with atomic_output_folder(output) as folder:
         if output_format == HF:
-            write_hf_checkpoint(loaded.model, folder, loaded.vocab_file, do_lower_case)
+            write_hf_checkpoint(loaded.model, folder, loaded.vocab_file, do_lower_case,
+                                loaded.labels)
             return
         if output_format == KERAS_HUB:
             write_keras_hub_preset(loaded.model, folder, loaded.vocab_file, do_lower_case)

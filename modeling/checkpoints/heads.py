@@ -152,6 +152,8 @@ class ReadCheckpoint:
     values: dict[str, Any]
     # The tokenizer's casing where the format records it; else None.
     do_lower_case: bool | None
+    # A fine-tuned head's label names by id, where the format records them; else None.
+    labels: tuple[str, ...] | None = None
 
 
 class SavedSpec(NamedTuple):

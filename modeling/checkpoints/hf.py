@@ -22,7 +22,7 @@ from safetensors.numpy import save_file
 from modeling.checkpoints.errors import CheckpointMismatchError, UnsupportedCheckpointError
 from modeling.checkpoints.heads import ModelSpec, ReadCheckpoint, detect_model_spec, model_spec
 from modeling.checkpoints.hf_config import (ARCHITECTURES, bert_config_from_hf, hf_config_from_bert,
-                                            hf_tokenizer_config)
+                                            hf_tokenizer_config, labels_from_hf)
 from modeling.checkpoints.hf_names import (BASE_PREFIX, ENCODER_ONLY, HF_BUFFERS,
                                            HF_LEGACY_SUFFIXES, HF_TIED, from_hf_arrays,
                                            to_hf_arrays)
@@ -149,7 +149,8 @@ def read_hf_checkpoint(folder: str) -> ReadCheckpoint:
     tokenizer_config = os.path.join(folder, TOKENIZER_CONFIG_FILE)
     do_lower_case = (read_json_object(tokenizer_config).get("do_lower_case")
                      if os.path.isfile(tokenizer_config) else None)
-    return ReadCheckpoint(config, spec, values, do_lower_case)
+    return ReadCheckpoint(config, spec, values, do_lower_case,
+                          labels_from_hf(hf_config, spec.num_labels))
 
 
 def load_hf_checkpoint(model: keras.Model, folder: str) -> list[str]:
@@ -178,11 +179,12 @@ def check_hf_writable(spec: ModelSpec) -> None:
             f"{', '.join(ARCHITECTURES)}")
 
 
-def write_hf_checkpoint(model: keras.Model, folder: str, vocab_file: str,
-                        do_lower_case: bool) -> None:
+def write_hf_checkpoint(model: keras.Model, folder: str, vocab_file: str, do_lower_case: bool,
+                        labels: tuple[str, ...] | None = None) -> None:
     """Writes a built model as a Hugging Face folder (into an existing folder).
 
-    `transformers` loads it with the class of `ARCHITECTURES` for the model's head.
+    `transformers` loads it with the class of `ARCHITECTURES` for the model's head; a fine-tuned
+    head's `labels` become `id2label`.
     """
     spec = model_spec(model)
     check_hf_writable(spec)
@@ -194,7 +196,7 @@ def write_hf_checkpoint(model: keras.Model, folder: str, vocab_file: str,
         save_file(state, weights, metadata={"format": "pt"})
     except SafetensorError as error:  # the system's refusal (a full disk), as an OSError
         raise OSError(f"writing {weights} failed: {error}") from None
-    files = {HF_CONFIG_FILE: hf_config_from_bert(model.config, spec),
+    files = {HF_CONFIG_FILE: hf_config_from_bert(model.config, spec, labels),
              TOKENIZER_CONFIG_FILE: hf_tokenizer_config(model.config, do_lower_case)}
     for name, content in files.items():
         with open(os.path.join(folder, name), "w", encoding="utf-8") as f:

@@ -68,8 +68,20 @@ def bert_config_from_hf(hf_config: dict[str, Any], source: str = "config.json") 
     return BertConfig.from_dict(values, source=source)
 
 
-def hf_config_from_bert(config: BertConfig, spec: ModelSpec) -> dict[str, Any]:
-    """The Hugging Face `config.json` content of a model with this config and head."""
+def labels_from_hf(hf_config: dict[str, Any], num_labels: int | None) -> tuple[str, ...] | None:
+    """The label names of `id2label`, by id; None without names (transformers' `LABEL_i`)."""
+    id2label = hf_config.get("id2label") or {}
+    if not num_labels or not isinstance(id2label, dict):
+        return None
+    labels = tuple(str(id2label.get(str(i), id2label.get(i, f"LABEL_{i}")))
+                   for i in range(num_labels))
+    return None if labels == tuple(f"LABEL_{i}" for i in range(num_labels)) else labels
+
+
+def hf_config_from_bert(config: BertConfig, spec: ModelSpec,
+                        labels: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """The Hugging Face `config.json` content of a model with this config and head (and, for a
+    fine-tuned one, its label names, else transformers' `LABEL_i`)."""
     values = config.to_dict()
     values["hidden_act"] = ACTIVATIONS_TO_HF[config.hidden_act.lower()]
     values.update({key: value for key, value in _REQUIRED_SETTINGS
@@ -77,8 +89,9 @@ def hf_config_from_bert(config: BertConfig, spec: ModelSpec) -> dict[str, Any]:
     values.update(model_type="bert", architectures=[ARCHITECTURES[spec.head]], pad_token_id=0,
                   tie_word_embeddings=True)
     if spec.num_labels is not None:
-        labels = {str(i): f"LABEL_{i}" for i in range(spec.num_labels)}
-        values.update(id2label=labels, label2id={v: int(k) for k, v in labels.items()})
+        names = labels or [f"LABEL_{i}" for i in range(spec.num_labels)]
+        id2label = {str(i): name for i, name in enumerate(names)}
+        values.update(id2label=id2label, label2id={v: int(k) for k, v in id2label.items()})
         if spec.head == "classifier":
             values["problem_type"] = ("regression" if spec.num_labels == 1
                                       else "single_label_classification")

@@ -120,8 +120,12 @@ def params_from_bert_config(config: BertConfig, masked_lm: bool = False,
     """The `task.model` section that Model Garden builds this config's encoder (and the masked-LM
     and next-sentence heads) from."""
     bert = {theirs: getattr(config, ours) for theirs, ours in _PARAMS_KEYS.items()}
-    bert.update(hidden_activation=_activation(config.hidden_act.lower(),
-                                              ACTIVATIONS_TO_MODEL_GARDEN, "bert_config.json"),
+    if config.hidden_act.lower() not in ACTIVATIONS_TO_MODEL_GARDEN:
+        raise UnsupportedCheckpointError(
+            f"Model Garden's params.yaml has no name for hidden_act={config.hidden_act!r} (it "
+            f"names {', '.join(ACTIVATIONS_TO_MODEL_GARDEN)}); Model Garden would compute "
+            "another function")
+    bert.update(hidden_activation=ACTIVATIONS_TO_MODEL_GARDEN[config.hidden_act.lower()],
                 embedding_size=None, output_range=None, norm_first=False)
     model = {"encoder": {"type": "bert", "bert": bert}}
     if masked_lm:
