@@ -20,7 +20,8 @@ import pytest
 
 from data.feature_extraction import convert_example, features_to_arrays, text_example
 from modeling.encoder import encoder_of
-from serving.text_tasks import FillMask, SentenceEmbedder
+from tasks.embedding import SentenceEmbedder
+from tasks.fill_mask import FillMask
 from tests.hf_reference import load_hf_model, run_hf
 from tests.model_table import (ENCODER, MASKED_LM, MAX_SEQ_LENGTH, PAIRS, PRETRAINING,
                                REPO_ROOT, ROW_NAMES, ROWS, SINGLES, SQUAD, TEXTS, column_named,

@@ -13,8 +13,11 @@ import pytest
 
 from data.feature_extraction import convert_example, features_to_arrays, text_example
 from modeling.encoder import encoder_of
-from serving.text_tasks import (EntityTagger, FillMask, MultipleChoice, QuestionAnswerer,
-                                TextClassifier)
+from tasks.classifier import TextClassifier
+from tasks.fill_mask import FillMask
+from tasks.ner import EntityTagger
+from tasks.squad import AnswerRules, QuestionAnswerer, Windows
+from tasks.swag import MultipleChoice
 from tests.hf_reference import load_hf_model, run_hf
 from tests.model_table import (CLASSIFIER, MASKED_LM, MAX_SEQ_LENGTH, PRETRAINING, REPO_ROOT,
                                ROW_NAMES, ROWS, TAGGER, TEXTS, column_named, expected, row_named)
@@ -83,8 +86,9 @@ def _check_classify(built, output):
 
 
 def _check_squad(built, output):
-    answers = QuestionAnswerer(built.model, tokenizer_of(built), True, MAX_SEQ_LENGTH,
-                               doc_stride=4, max_query_length=6)(TEXTS["squad"])
+    answers = QuestionAnswerer(built.model, tokenizer_of(built),
+                               Windows(MAX_SEQ_LENGTH, doc_stride=4, max_query_length=6),
+                               AnswerRules(do_lower_case=True))(TEXTS["squad"])
     lines = read_json_lines(output)
     assert [line["answer"] for line in lines] == [answer.text for answer in answers]
     for line, answer in zip(lines, answers):
