@@ -2,7 +2,7 @@
 in the graph.
 
     python export_savedmodel.py --input=classifier_output --output=export --max_seq_length=128
-    python export_savedmodel.py --input=classifier_output --output=lite --format=litert \
+    python export_savedmodel.py --input=classifier_output --output=lite --format=litert \\
         --quantize=dynamic_int8
 
 `--format=saved_model` (the default) writes three SavedModels under `--output`:

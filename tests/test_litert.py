@@ -43,9 +43,11 @@ DIVERGING = ["died 4 ½ months later", "at 35° 47′ 28″ north", "canal at Fu
              "σπόνδυλος (vertebra)", "to Iraq\x80\x99s interim", "The µGuru chip", "a 24‑hour period",
              "healthy living…"]
 AGREEING = "The cat sat on the mat, didn't it?"
-# Quantized models against the float32 Keras model, on probabilities in [0, 1] of these tiny
-# random models (initializer_range 0.5); the real models' differences are in bench/README.md.
-QUANTIZED_ATOL = {"float16": 2e-3, "dynamic_int8": 3e-2}
+# Quantized models against the float32 one, on the probabilities of these tiny random models
+# (initializer_range 0.5), sentence vectors within 5x as much: three random models gave at most
+# 4.3e-4 (float16) and 2.0e-3 (int8) on the probabilities, 1.4e-3 and 8.3e-3 on the vectors.
+# The real models' differences are in bench/README.md.
+QUANTIZED_ATOL = {"float16": 2e-3, "dynamic_int8": 1e-2}
 
 # Runs in a fresh process: LiteRT's interpreter with tensorflow-text's kernels, nothing else.
 LOADER = """
@@ -212,7 +214,7 @@ def test_quantized_classifier_within_its_bound(exported, quantize):
     assert not np.array_equal(got, expected)  # the weights are stored otherwise
     embedding = exported["results"][f"{quantize}/embedding/embedding"]
     np.testing.assert_allclose(embedding, exported["results"]["none/embedding/embedding"],
-                               atol=QUANTIZED_ATOL[quantize] * 10, rtol=0)
+                               atol=QUANTIZED_ATOL[quantize] * 5, rtol=0)
     sizes = {q: (folder / "text_model.tflite").stat().st_size
              for q, folder in exported["outputs"].items()}
     assert sizes[quantize] < sizes["none"]
@@ -288,6 +290,26 @@ def test_bad_format_or_quantize_refused_with_nothing_written(tmp_path, flags, me
     assert result.returncode != 0
     assert message in result.stderr
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.slow
+def test_squad_model_serves_question_and_context(tmp_path, uncased_vocab):
+    """A SQuAD model's text_model.tflite: `serving_default(question, context)` as the
+    SavedModel's, logits and token offsets (exported in this process)."""
+    from serving.litert import LiteTextModel, export_litert, load_interpreter
+    model = build_model(_config(uncased_vocab), ModelSpec("squad"))
+    export_litert(LiteTextModel(model, str(uncased_vocab), True, MAX_SEQ_LENGTH), str(tmp_path))
+    questions = ["When was the tower completed?", "Who built it?"]
+    contexts = ["The Eiffel Tower, in Paris, was completed in 1889 by Gustave Eiffel's company."] * 2
+    runner = load_interpreter(str(tmp_path / "text_model.tflite")).get_signature_runner(
+        "serving_default")
+    got = runner(question=np.array(questions, object), context=np.array(contexts, object))
+    server = TextModelServer(model, TextTokenizer(str(uncased_vocab), True), MAX_SEQ_LENGTH,
+                             str(uncased_vocab))
+    expected = server._serve(tf.constant(questions), tf.constant(contexts))
+    assert set(got) == set(expected)
+    for name, value in expected.items():
+        np.testing.assert_allclose(got[name], value.numpy(), atol=1e-5, rtol=0, err_msg=name)
 
 
 # --- The tokenizer and packing, in TensorFlow (fast) -----------------------------------------
@@ -429,3 +451,4 @@ def test_fast_bert_tokenizer_against_full_tokenizer_on_the_shared_corpora(
             assert _named_characters(text, lower_case), text
         assert len(texts) > 100
     assert differing == DIFFERING[lower_case]
+
