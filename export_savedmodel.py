@@ -1,8 +1,11 @@
-"""Exports a BERT checkpoint as SavedModels that take raw text and tokenize it in the graph.
+"""Exports a BERT checkpoint as SavedModels, or LiteRT models, that take raw text and tokenize it
+in the graph.
 
     python export_savedmodel.py --input=classifier_output --output=export --max_seq_length=128
+    python export_savedmodel.py --input=classifier_output --output=lite --format=litert \\
+        --quantize=dynamic_int8
 
-Writes three SavedModels under `--output`:
+`--format=saved_model` (the default) writes three SavedModels under `--output`:
 - `text_model/`: text -> the head's outputs (classifier probabilities, SQuAD start/end logits with
   token offsets, token-classifier probabilities, or the encoder's pooled and sequence outputs),
   each call padded to its longest text; `serving_embedding` -> a sentence vector (--pooling,
@@ -10,6 +13,11 @@ Writes three SavedModels under `--output`:
   `serving_fill_mask` -> the --top_k tokens of each [MASK];
 - `preprocessing/`: text -> `input_word_ids`, `input_mask`, `input_type_ids` (TF-Hub style);
 - `encoder/`: those -> `pooled_output`, `sequence_output` (TF-Hub style).
+`--format=litert` writes LiteRT (TFLite) models with the same signatures as `text_model/`
+(`serving/litert.py`): `text_model.tflite` (the head's outputs), `embedding.tflite` (sentence
+vectors) and, with the masked-LM head, `fill_mask.tflite`; each also takes token ids. Their
+tokenizer is tensorflow-text's FastBertTokenizer, whose ops LiteRT runs; `--quantize` stores
+their weights as float16 or int8.
 The input may be in any checkpoint format (`convert_checkpoint.py`); `--output` must be absent or
 empty and is written all or nothing.
 """
@@ -25,6 +33,7 @@ from data import tokenization
 from data.text_tokenizer import TextTokenizer
 from modeling.encoder import encoder_of
 from modeling.text_heads import POOLINGS
+from serving.litert import QUANTIZATIONS, LiteTextModel, export_litert
 from serving.servers import EncoderServer, Preprocessor, TextModelServer
 from tasks.embedding import read_sentence_transformers_folder
 from utils.output_files import atomic_output_folder, check_output_folder
@@ -40,6 +49,12 @@ flags.DEFINE_enum("pooling", None, list(POOLINGS), "serving_embedding's pooling:
 flags.DEFINE_bool("normalize", None, "L2-normalise serving_embedding's vectors. Default: a "
                   "sentence-transformers folder's, else false.")
 flags.DEFINE_integer("top_k", 5, "Tokens serving_fill_mask gives for each [MASK].")
+flags.DEFINE_enum("format", "saved_model", ["saved_model", "litert"], "saved_model: three "
+                  "SavedModels (text_model, preprocessing, encoder); litert: .tflite models of "
+                  "text_model's signatures, for LiteRT (TFLite).")
+flags.DEFINE_enum("quantize", "none", list(QUANTIZATIONS), "--format=litert: store the weights "
+                  "as float32 (none), int8 with activations quantized on the fly "
+                  "(dynamic_int8), or float16.")
 define_input_flags(
     do_lower_case_help="Lower-case the input text; default: as the input says (hf, keras), "
                        "else True.",
@@ -50,22 +65,36 @@ TEXT_MODEL, PREPROCESSING, ENCODER = "text_model", "preprocessing", "encoder"
 
 
 def main(_):
+    if FLAGS.quantize != "none" and FLAGS.format != "litert":
+        raise ValueError(f"--quantize={FLAGS.quantize} applies to --format=litert only")
     check_output_folder(FLAGS.output)
     loaded, do_lower_case = read_input_model()
     loaded.model.config.check_max_seq_length(FLAGS.max_seq_length, "--max_seq_length")
     tokenization.validate_case_matches_checkpoint(do_lower_case, FLAGS.input)
-    tokenizer = TextTokenizer(loaded.vocab_file, do_lower_case)
-    encoder = encoder_of(loaded.model)
     sentence = read_sentence_transformers_folder(FLAGS.input) if os.path.isdir(FLAGS.input) \
         else None
     pooling = FLAGS.pooling or (sentence.pooling if sentence else "cls")
     normalize = (sentence.normalize if sentence else False) if FLAGS.normalize is None \
         else FLAGS.normalize
+    if FLAGS.format == "litert":
+        module = LiteTextModel(loaded.model, loaded.vocab_file, do_lower_case,
+                               FLAGS.max_seq_length, pooling, normalize, FLAGS.top_k)
+        with atomic_output_folder(FLAGS.output) as folder:
+            written = export_litert(module, folder, FLAGS.quantize)
+    else:
+        written = _write_saved_models(loaded, do_lower_case, pooling, normalize)
+    print(f"wrote {FLAGS.output}: {', '.join(written)} ({loaded.spec.head} head, "
+          f"max_seq_length={FLAGS.max_seq_length}, do_lower_case={do_lower_case})")
+
+
+def _write_saved_models(loaded, do_lower_case: bool, pooling: str, normalize: bool) -> list[str]:
+    """Writes the three SavedModels into --output; returns their names."""
+    tokenizer = TextTokenizer(loaded.vocab_file, do_lower_case)
     modules = {
         TEXT_MODEL: TextModelServer(loaded.model, tokenizer, FLAGS.max_seq_length,
                                     loaded.vocab_file, pooling, normalize, FLAGS.top_k),
         PREPROCESSING: Preprocessor(tokenizer, FLAGS.max_seq_length, loaded.vocab_file),
-        ENCODER: EncoderServer(encoder, loaded.vocab_file, do_lower_case),
+        ENCODER: EncoderServer(encoder_of(loaded.model), loaded.vocab_file, do_lower_case),
     }
     with atomic_output_folder(FLAGS.output) as folder:
         for name, module in modules.items():
@@ -74,8 +103,7 @@ def main(_):
                                     signatures=module.signatures())
             except tf.errors.OpError as error:  # the system's refusal (a full disk)
                 raise OSError(f"writing {FLAGS.output}/{name} failed: {error.message}") from None
-    print(f"wrote {FLAGS.output}: {', '.join(modules)} ({loaded.spec.head} head, "
-          f"max_seq_length={FLAGS.max_seq_length}, do_lower_case={do_lower_case})")
+    return list(modules)
 
 
 if __name__ == "__main__":

@@ -18,11 +18,12 @@ import keras
 import tensorflow as tf
 
 from data import tokenization
-from data.text_tokenizer import TextTokenizer, take_prefix
+from data.text_tokenizer import TextTokenizer
 from modeling.checkpoints import model_spec
 from modeling.encoder import encoder_of
 from modeling.pretrainer import BertPretrainer
 from modeling.text_heads import MaskedTokenPredictor, SentenceEncoder
+from serving.packing import SegmentLayout
 
 TEXT = tf.TensorSpec([None], tf.string)
 MASK = "[MASK]"
@@ -51,28 +52,38 @@ def packed_offsets(features: dict[str, tf.Tensor], first: tf.RaggedTensor,
     """Lays per-token values of the segments out as the packed `[CLS] A [SEP] B [SEP]`.
 
     How many tokens of each segment were kept is read off the packed features, so the layout is
-    the packer's whatever its truncation rule.
+    the packer's whatever its truncation rule. Dense ops only, so that LiteRT runs it too.
 
     Args:
         features: packed `input_mask`, `segment_ids`, int32 [B, T].
-        first, second: int64 RaggedTensors [B, (tokens)] of segments A and B (B may be None).
+        first, second: RaggedTensors [B, (tokens)] of segments A and B (B may be None), of one
+            dtype (int64 offsets).
 
     Returns:
-        int64 [B, T]: the values at their token's position; -1 at [CLS], [SEP] and padding.
+        [B, T] of the values' dtype: the values at their token's position; -1 at [CLS], [SEP]
+        and padding.
     """
     real = features["input_mask"] > 0
     def count(segment):
-        return tf.reduce_sum(tf.cast(real & (features["segment_ids"] == segment), tf.int64), 1)
-    kept_first, second_length = count(0) - 2, count(1)
-    rows = tf.shape(features["input_mask"], out_type=tf.int64)[0]
-    marker = tf.RaggedTensor.from_row_lengths(tf.fill([rows], tf.constant(-1, tf.int64)),
-                                              tf.ones([rows], tf.int64))
-    pieces = [marker, take_prefix(first, kept_first), marker]
-    if second is not None:
-        pieces += [take_prefix(second, tf.maximum(second_length - 1, 0)),
-                   tf.ragged.boolean_mask(marker, (second_length > 0)[:, tf.newaxis])]
-    return tf.concat(pieces, axis=1).to_tensor(
-        -1, shape=tf.shape(features["input_mask"], out_type=tf.int64))
+        return tf.reduce_sum(tf.cast(real & (features["segment_ids"] == segment), tf.int32), 1)
+    first_kept, second_length = count(0) - 2, count(1)
+    second_starts = tf.zeros_like(first_kept) if second is None else second.row_starts()
+    layout = SegmentLayout.build(first_kept, tf.maximum(second_length - 1, 0), first.row_starts(),
+                                 second_starts, tf.shape(features["input_mask"])[1])
+    return layout.place(first.flat_values, None if second is None else second.flat_values,
+                        -1, -1, -1)
+
+
+def mask_positions(input_ids: tf.Tensor, mask_id: int) -> tf.Tensor:
+    """int32 [B, P]: the positions of `mask_id` in each row of int32 [B, T] `input_ids`, in order,
+    -1 past a row's masks; P is the most masks of a row, at least 1."""
+    is_mask = input_ids == mask_id                                          # [B, T]
+    rank = tf.cumsum(tf.cast(is_mask, tf.int32), axis=1, exclusive=True)    # [B, T]
+    slots = tf.maximum(tf.reduce_max(tf.reduce_sum(tf.cast(is_mask, tf.int32), 1)), 1)
+    slot = tf.range(slots)[tf.newaxis, :, tf.newaxis]                       # [1, P, 1]
+    hit = is_mask[:, tf.newaxis] & (rank[:, tf.newaxis] == slot)            # [B, P, T]
+    positions = tf.range(tf.shape(input_ids)[1])[tf.newaxis, tf.newaxis]    # [1, 1, T]
+    return tf.reduce_max(tf.where(hit, positions, -1), axis=2)
 
 
 class _TextModule(tf.Module):
@@ -219,15 +230,14 @@ class TextModelServer(_TextModule):
     def _fill_masks(self, texts):
         features = self.tokenizer.pack(self._masked_ids(texts), None, self.max_seq_length,
                                        pad_to_longest=True)
-        found = tf.where(features["input_ids"] == self.mask_id)            # [masks, 2]
-        rows = tf.shape(texts, out_type=tf.int64)[0]
-        positions = tf.RaggedTensor.from_value_rowids(
-            tf.cast(found[:, 1], tf.int32), found[:, 0], nrows=rows)
-        slots = tf.maximum(tf.reduce_max(positions.row_lengths()), 1)
-        shape = tf.stack([rows, slots])
+        return self._fill_masks_of(features)
+
+    def _fill_masks_of(self, features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        """The top tokens of each `[MASK]` of packed features (int32 [B, T] each)."""
+        positions = mask_positions(features["input_ids"], self.mask_id)     # [B, P]
         outputs = self._fill_mask({**features,
-                                   "masked_lm_positions": positions.to_tensor(0, shape=shape)})
-        return {"mask_positions": positions.to_tensor(-1, shape=shape),
+                                   "masked_lm_positions": tf.maximum(positions, 0)})
+        return {"mask_positions": positions,
                 "token_ids": outputs["token_ids"], "probabilities": outputs["probabilities"],
                 "tokens": tf.gather(self.vocabulary, outputs["token_ids"])}
 
