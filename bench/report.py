@@ -8,7 +8,8 @@ from bench.cases import Case, case_flops
 from bench.contenders import CONTENDERS
 from utils.output_files import write_text_atomically
 
-_SHORT = {"this_project": "this", "transformers": "HF", "keras_hub": "KerasHub"}
+_SHORT = {"this_project": "this", "transformers": "HF", "keras_hub": "KerasHub",
+          "this_project_xla": "this, XLA", "this_project_no_xla": "this, no XLA"}
 
 
 def machine_peak(results: dict) -> dict[str, float]:
@@ -58,11 +59,14 @@ def markdown(results: dict) -> str:
         f"{machine['load_average_end'][0]:.1f} at the end. "
         + ", ".join(f"{k} {v}" for k, v in machine["versions"].items()) + ".", "",
         "Matmul peak (median GFLOP/s over alternated calls; the best per dtype is the peak the "
-        "utilisation figures use):", "",
-        "| framework | dtype | m x k x n | GFLOP/s | best call |", "|---|---|---|---|---|"]
+        "utilisation figures use; from CPU time: the rate with every core to itself, an estimate "
+        "where other work shares the machine):", "",
+        "| framework | dtype | m x k x n | GFLOP/s | best call | from CPU time |",
+        "|---|---|---|---|---|---|"]
     for row in results["peak"]:
+        cpu = f"{row['cpu_gflops']:.0f}" if "cpu_gflops" in row else "-"
         lines.append(f"| {row['framework']} | {row['dtype']} | {' x '.join(map(str, row['shape']))}"
-                     f" | {row['gflops']:.0f} | {row['best_gflops']:.0f} |")
+                     f" | {row['gflops']:.0f} | {row['best_gflops']:.0f} | {cpu} |")
     lines += _small_product_lines(results.get("small_products", []))
     names = " / ".join(_SHORT.get(k, k) for k in keys)
     lines += ["", "Throughput in sequences/s (median over the rounds), latency of one call, model-"

@@ -120,7 +120,72 @@ def test_markdown_shows_each_task_with_both_frameworks_and_a_speed_table_per_mac
     rows = [line for line in text.splitlines() if line.startswith("| CoLA")]
     assert rows[0].split(" | ")[1:] == ["MCC", "3/3", "42.0 ± 2.0", "45.0 ± 1.0", "**no** |"]
     assert "## Speed on EPYC, 2 cores, avx2" in text
-    assert rows[1].split(" | ")[1:] == ["32", "random", "20", "25", "5.0", "4.0", "1.25x |"]
+    # No matmul peak and no token counts in these results: no MFU figures.
+    assert rows[1].split(" | ")[1:] == ["32", "random", "20", "25", "5.0", "4.0", "-", "-",
+                                        "1.25x |"]
+    assert "measured with the run (none with these runs)" in text
+
+
+def test_the_peak_is_the_fastest_float32_rate_from_wall_or_cpu_time():
+    rows = [{"framework": "tensorflow", "dtype": "float32", "gflops": 200.0, "best_gflops": 210.0},
+            {"framework": "torch", "dtype": "float32", "gflops": 190.0, "best_gflops": 205.0,
+             "cpu_gflops": 230.0},
+            {"framework": "torch", "dtype": "bfloat16", "gflops": 400.0, "best_gflops": 400.0}]
+    assert finetune_report.peak_gflops(rows) == 230.0
+    assert finetune_report.peak_gflops(rows[:1]) == 210.0
+    assert finetune_report.peak_gflops(rows[2:]) is None
+
+
+def test_the_useful_token_mfu_of_each_side_by_hand():
+    results = _results([0.4], [0.4], 20.0, 25.0)
+    runs = results["timing"]["EPYC, 2 cores, avx2"]["runs"]
+    for run in runs.values():
+        run["peak_gflops"] = 230.0
+    # 100 sequences of 40 tokens; this project's epoch trains on 96 of them (3 batches of 32),
+    # transformers' on all 100.
+    tokens = {"cola": {"sequences": 100, "tokens": 4000, "tokens_squared": 160_000,
+                       "max_seq_length": 128}}
+    results["tokens"] = tokens
+    size = finetune_report.MINILM_L6_H384
+    per_sequence = 6 * size.non_embedding_parameters * 40 + 3 * 6 * 4 * 384 * 40 ** 2
+    ours = finetune_report.useful_mfu(runs["cola/this_project/timing"], "this_project",
+                                      tokens["cola"])
+    theirs = finetune_report.useful_mfu(runs["cola/transformers/timing"], "transformers",
+                                        tokens["cola"])
+    assert ours == pytest.approx(96 * per_sequence / 20.0 / 230e9)
+    assert theirs == pytest.approx(100 * per_sequence / 25.0 / 230e9)
+    assert finetune_report.useful_mfu(runs["cola/this_project/timing"], "this_project", None) \
+        is None
+    assert finetune_report.useful_gflops(runs["cola/this_project/timing"], "this_project",
+                                         tokens["cola"]) == pytest.approx(ours * 230)
+    text = finetune_report.markdown(results, {"cola": _COLA})
+    row = [line for line in text.splitlines() if line.startswith("| CoLA")][1]
+    assert row.split(" | ")[7:9] == [f"{230 * ours:.0f} ({100 * ours:.0f}%)",
+                                     f"{230 * theirs:.0f} ({100 * theirs:.0f}%)"]
+    assert "measured with the run (230 GFLOP/s)" in text
+    # Without a peak the rate stands alone.
+    del runs["cola/transformers/timing"]["peak_gflops"]
+    row = [line for line in finetune_report.markdown(results, {"cola": _COLA}).splitlines()
+           if line.startswith("| CoLA")][1]
+    assert row.split(" | ")[8] == f"{230 * theirs:.0f}"
+
+
+def test_real_tokens_are_counted_as_the_scripts_make_the_sequences(uncased_vocab, tmp_path):
+    from data.classifier import glue_tasks
+    from data.classifier.features import convert_examples_to_features, features_to_arrays
+    rows = ["Quality\t#1 ID\t#2 ID\t#1 String\t#2 String",
+            "1\t1\t2\tThe cat sat on the mat.\tA cat was sitting on a mat.",
+            "0\t3\t4\tStocks fell sharply on Monday.\t" + "Markets rallied " * 40]
+    (tmp_path / "train.tsv").write_text("\n".join(rows) + "\n")
+    task = FineTuneTask("mrpc", 32, 1, 1, ("eval_f1",))
+    counts = finetune_real_weights.real_token_counts(task, str(tmp_path), str(uncased_vocab))
+    glue = glue_tasks.get_task("mrpc")
+    features = convert_examples_to_features(
+        glue_tasks.read_examples(glue, str(tmp_path), "train"), glue.label_list, 32,
+        tokenization.FullTokenizer(str(uncased_vocab), True))
+    lengths = features_to_arrays(features)["input_mask"].sum(axis=1)
+    assert lengths[1] == 32  # cut to max_seq_length
+    assert counts == finetune_report.TokenCounts.from_lengths(lengths)
 
 
 def test_markdown_shows_the_squad_prediction_beside_the_epoch_timings():

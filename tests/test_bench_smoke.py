@@ -1,4 +1,6 @@
-"""The speed benchmark's arithmetic and report, on made-up timings (no model is built)."""
+"""The speed benchmark's arithmetic and report on made-up timings; its contenders, tiny."""
+import math
+
 import pytest
 
 from bench.cases import Case, ModelSize, benchmark_cases, case_flops, encoder_forward_flops
@@ -123,3 +125,23 @@ def test_product_chain_alternates_the_weight_shapes(framework, jit_compile):
     # x [2, 3] -> [2, 5] -> [2, 3] -> [2, 5]: three dependent products, the last [m, n].
     assert tuple(_Matmul(framework, "float32", 2, 3, 5, 3, jit_compile).call().shape) == (2, 5)
     assert tuple(_Matmul(framework, "float32", 2, 3, 5, 2, jit_compile).call().shape) == (2, 3)
+
+
+def test_the_peak_table_shows_the_rate_from_cpu_time_where_measured():
+    results = _results()
+    results["peak"].append({"framework": "torch", "dtype": "float32", "shape": [8, 8, 8],
+                            "gflops": 700.0, "best_gflops": 750.0, "cpu_gflops": 990.0})
+    text = markdown(results)
+    assert "| tensorflow | float32 | 8 x 8 x 8 | 800 | 900 | - |" in text
+    assert "| torch | float32 | 8 x 8 x 8 | 700 | 750 | 990 |" in text
+
+
+@pytest.mark.parametrize("key", ["this_project_xla", "this_project_no_xla"])
+def test_the_contenders_that_force_xla_on_or_off_run(key, tmp_path):
+    from bench.contenders import CONTENDERS
+    contender = CONTENDERS[key]()
+    assert contender.framework == "tensorflow"
+    assert contender.jit_compile is (key == "this_project_xla")
+    run = contender.build(Case(ModelSize("tiny", 1, 64), "float32", "forward", 2, 16),
+                          str(tmp_path))
+    assert math.isfinite(run())

@@ -1,10 +1,15 @@
 """Whether to compile BERT with XLA (`jit_compile`), by compute dtype, device and call size.
 
-Measured on a 2-core AVX-512 CPU without AMX (bench/RESULTS.md):
-  * bfloat16 forward passes: XLA is faster (1.4x on BERT-Base): without AMX, oneDNN's bfloat16
-    matmul (AVX512-BF16) runs at about 0.6x its float32 speed, and XLA computes bfloat16 dots in
-    float32. A CPU with AMX turns this around: oneDNN's AMX kernels are several times faster than
-    float32, and XLA would leave them out.
+Measured on a 2-core Intel Xeon with AVX-512 and AVX512-BF16, without AMX (bench/RESULTS.md):
+  * bfloat16 forward passes: XLA is faster (1.4x on BERT-Base): there oneDNN's bfloat16 matmul
+    (AVX512-BF16) runs at about 0.6x its float32 speed (160 against 285-310 GFLOP/s), and XLA
+    computes bfloat16 dots in float32. A CPU with AMX turns this around: oneDNN's AMX kernels
+    are several times faster than float32, and XLA would leave them out.
+  * On a 2-core AMD EPYC (Zen 4) with AVX512-BF16, no AMX (bench/README.md, bfloat16 on CPUs
+    without AMX), oneDNN's bfloat16 matmul runs at 1.7-2x its float32 speed (78-86 against
+    46-47 GFLOP/s, the machine busy), and BERT-Base's bfloat16 forward pass without XLA is
+    2.8x as fast as with it at 32 x 128 and 3.1x at 1 x 128: like AMX, AMD's AVX512-BF16 gets
+    no XLA.
   * bfloat16 training steps: no XLA. XLA's float32 dots take float32 copies of their bfloat16
     operands, and the forward pass's copies are the ones the backward pass's dots reuse: the
     step keeps its activations in float32 beside their bfloat16 originals, and a BERT-Base step
@@ -35,19 +40,31 @@ SMALL_FLOAT32_WORK = 2 ** 26
 
 
 @functools.cache
-def _cpu_flags() -> frozenset[str]:
+def _cpu_info() -> tuple[str, frozenset[str]]:
+    """The first CPU's vendor ("GenuineIntel", "AuthenticAMD"; "" if unknown) and ISA flags."""
+    vendor = ""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             for line in f:
-                if line.startswith("flags"):
-                    return frozenset(line.split(":", 1)[1].split())
+                if line.startswith("vendor_id"):
+                    vendor = line.split(":", 1)[1].strip()
+                elif line.startswith("flags"):
+                    return vendor, frozenset(line.split(":", 1)[1].split())
     except OSError:
         pass
-    return frozenset()
+    return vendor, frozenset()
 
 
-def _cpu_has_amx() -> bool:
-    return "amx_bf16" in _cpu_flags()
+def _cpu_flags() -> frozenset[str]:
+    return _cpu_info()[1]
+
+
+def _cpu_has_fast_bfloat16_matmuls() -> bool:
+    """Whether oneDNN's bfloat16 matmuls outrun float32 ones on this CPU: with AMX, or with
+    AVX512-BF16 on AMD (Zen 4 on: 1.7-2x float32). Intel's AVX512-BF16 without AMX measured
+    0.6x float32."""
+    vendor, flags = _cpu_info()
+    return "amx_bf16" in flags or ("avx512_bf16" in flags and vendor == "AuthenticAMD")
 
 
 def _cpu_has_avx512() -> bool:
@@ -69,7 +86,7 @@ def prefers_xla(compute_dtype: str, tokens_per_call: int | None = None,
     if tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"):
         return True
     if compute_dtype == "bfloat16":
-        return forward_only and not _cpu_has_amx()
+        return forward_only and not _cpu_has_fast_bfloat16_matmuls()
     if compute_dtype != "float32":
         return False
     if forward_only and not _cpu_has_avx512():
