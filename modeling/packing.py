@@ -10,12 +10,15 @@ past the batch: scattering sends them to a discarded row, gathering reads positi
 finite value, never used).
 
 Without XLA, R is the real token count rounded up to a multiple of `ROW_MULTIPLE`, a dynamic
-dimension: one trace serves every batch. XLA needs static shapes: there `by_bucket` runs the
-encoder as a `tf.switch_case` over `XLA_BUCKETS` row counts, the multiples of
+dimension: one trace serves every batch. XLA needs static shapes: there, on GPUs and TPUs,
+`by_bucket` runs the encoder as a `tf.switch_case` over `XLA_BUCKETS` row counts, the multiples of
 ceil(B * T / XLA_BUCKETS), taking the smallest that holds the batch's real tokens; one
-compilation per input shape holds every branch. Under a gradient tape XLA would recompile, at
-every call, a switch whose branches keep intermediates of different shapes, so there the encoder
-runs on all B * T rows without the switch (the padded computation's cost).
+compilation per input shape holds every branch. Elsewhere the encoder runs on all B * T rows
+without the switch (the padded computation's cost): under a gradient tape, where XLA would
+recompile, at every call, a switch whose branches keep intermediates of different shapes; and
+under XLA on a CPU, which `training.xla_choice` picks for forward passes whose batches prediction
+has sorted by length (little padding) or that are too small to pay for compiling the switch's
+other branches (on the project's tiny test models the switch made prediction 4x slower).
 """
 import contextvars
 from typing import Callable
@@ -62,10 +65,17 @@ def _real_tokens(input_mask: tf.Tensor) -> tf.Tensor:
     return tf.reshape(tf.not_equal(input_mask, 0), [-1])
 
 
+def buckets_on_this_device() -> bool:
+    """Whether XLA's forward passes switch over row counts here: on GPUs and TPUs."""
+    return bool(tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"))
+
+
 def by_bucket(fn: Callable[[], object], input_mask: tf.Tensor):
     """Runs `fn`, the packed encoder's forward pass on the batch of `input_mask` int [B, T]; under
-    XLA without a gradient tape, as a switch over the bucket that holds its real tokens."""
-    if not compiled_with_xla() or record.could_possibly_record():
+    XLA on a GPU or TPU without a gradient tape, as a switch over the bucket that holds its real
+    tokens."""
+    if (not compiled_with_xla() or record.could_possibly_record()
+            or not buckets_on_this_device()):
         return fn()
     count = tf.reduce_sum(tf.cast(_real_tokens(input_mask), tf.int32))
     step = _bucket_step(tf.size(input_mask))

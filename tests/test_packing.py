@@ -166,7 +166,9 @@ def test_bucket_sizes_are_few_and_hold_every_token_count():
         assert sizes == sorted(sizes) and sizes[-1] == flat_size
 
 
-def test_under_xla_one_trace_and_only_the_bucket_row_counts():
+def test_under_xla_one_trace_and_only_the_bucket_row_counts(monkeypatch):
+    """As on a GPU or TPU."""
+    monkeypatch.setattr(packing, "buckets_on_this_device", lambda: True)
     packed, padded = _encoders()
     run, run_padded = RUNS["xla"](packed), RUNS["xla"](padded)
     for lengths in ([16, 16, 16, 16], [3, 0, 0, 0], [16, 9, 5, 0], [12, 12, 12, 1]):
@@ -181,9 +183,10 @@ def test_under_xla_one_trace_and_only_the_bucket_row_counts():
     assert hlo.count(" conditional(") == 1
 
 
-def test_under_xla_a_gradient_tape_runs_every_row_without_the_switch():
+def test_under_xla_a_gradient_tape_runs_every_row_without_the_switch(monkeypatch):
     """XLA would recompile the switch at every call under a tape (its branches keep
     intermediates of different shapes)."""
+    monkeypatch.setattr(packing, "buckets_on_this_device", lambda: True)
     packed, _ = _encoders()
     batch = _batch([16, 3], 16)
 
@@ -200,6 +203,19 @@ def test_under_xla_a_gradient_tape_runs_every_row_without_the_switch():
         return {op.type for op in graph.get_operations()}
     assert "Case" in op_types(forward)
     assert "Case" not in op_types(gradients)
+
+
+def test_under_xla_on_a_cpu_the_forward_pass_runs_every_row_without_the_switch():
+    assert not packing.buckets_on_this_device()  # the tests run on CPUs
+    packed, padded = _encoders()
+    run, run_padded = RUNS["xla"](packed), RUNS["xla"](padded)
+    batch = _batch([16, 9, 5, 0], 16, seed=3)
+    _assert_packed_matches_padded(run(batch), run_padded(batch), batch["input_mask"],
+                                  atol=XLA_ATOL)
+    hlo = run.experimental_get_compiler_ir(batch)(stage="hlo")
+    dot_rows = {int(rows) for rows in re.findall(r"= f32\[(\d+),\d+\]\{1,0\} dot\(", hlo)}
+    assert dot_rows == {4 * 16, 4}  # every position, and the pooler's one row per example
+    assert " conditional(" not in hlo
 
 
 def test_compiled_with_xla_is_true_only_under_jit_compile():
