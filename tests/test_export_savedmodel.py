@@ -3,7 +3,6 @@
 The Python pipeline is the original's: `FullTokenizer`, `[CLS] A [SEP] B [SEP]` packing with its
 truncation rule, then the Keras model.
 """
-import json
 import pathlib
 import subprocess
 import sys
@@ -12,13 +11,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data.classifier.features import InputExample, example_tokens
 from data.text_tokenizer import TextTokenizer
 from data.tokenization import FullTokenizer, strip_accents
 from modeling.checkpoints import LoadedModel, ModelSpec, build_model, read_model, write_model
 from modeling.checkpoints.formats import HF, KERAS
 from modeling.config import BertConfig
 from serving.servers import TextModelServer
+from tests.exported_models import python_features, run_in_fresh_process
 
 pytestmark = pytest.mark.slow
 
@@ -72,29 +71,6 @@ def _export(folder, output, *flags):
     return result.stdout
 
 
-def _load_and_run(tmp_path, requests):
-    (tmp_path / "loader.py").write_text(LOADER)
-    (tmp_path / "requests.json").write_text(json.dumps(requests))
-    result = subprocess.run([sys.executable, str(tmp_path / "loader.py"),
-                             str(tmp_path / "requests.json"), str(tmp_path / "results.npz")],
-                            capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    with np.load(tmp_path / "results.npz") as results:
-        return dict(results)
-
-
-def _python_features(tokenizer, pairs):
-    features = {"input_ids": [], "input_mask": [], "segment_ids": []}
-    for first, second in pairs:
-        tokens, segment_ids = example_tokens(InputExample("x", first, second or None),
-                                             MAX_SEQ_LENGTH, tokenizer)
-        padding = [0] * (MAX_SEQ_LENGTH - len(tokens))
-        features["input_ids"].append(tokenizer.convert_tokens_to_ids(tokens) + padding)
-        features["input_mask"].append([1] * len(tokens) + padding)
-        features["segment_ids"].append(segment_ids + padding)
-    return {k: np.array(v, np.int32) for k, v in features.items()}
-
-
 def _squad_export(folder, vocab, output):
     """The text model alone, exported in this process (the script's path is tested above)."""
     server = TextModelServer(read_model(str(folder)).model, TextTokenizer(str(vocab), True),
@@ -114,9 +90,10 @@ def exported(tmp_path_factory, uncased_vocab):
     pretraining = _model_folder(tmp_path, uncased_vocab, ModelSpec("pretraining"))
     _export(pretraining, tmp_path / "mlm_export", "--top_k=4", "--pooling=mean", "--normalize")
     singles = [(text, "") for text in SINGLES]
-    features = _python_features(FullTokenizer(str(uncased_vocab), True), singles + PAIRS)
+    features = python_features(FullTokenizer(str(uncased_vocab), True), singles + PAIRS,
+                               MAX_SEQ_LENGTH)
     export = tmp_path / "export"
-    results = _load_and_run(tmp_path, [
+    results = run_in_fresh_process(tmp_path, LOADER, [
         ["single", str(export / "text_model"), "serving_default", {"text": SINGLES}],
         ["pair", str(export / "text_model"), "serving_pair",
          {"text_a": [a for a, _ in PAIRS], "text_b": [b for _, b in PAIRS]}],
@@ -168,7 +145,7 @@ def test_saved_model_cli_runs_the_export(exported, uncased_vocab, tmp_path):
          "--input_exprs=" + f"text_a={[a for a, _ in texts]!r};text_b={[b for _, b in texts]!r}"],
         capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
-    features = _python_features(FullTokenizer(str(uncased_vocab), True), texts)
+    features = python_features(FullTokenizer(str(uncased_vocab), True), texts, MAX_SEQ_LENGTH)
     logits = read_model(str(exported["classifier"])).model(features, training=False)["logits"]
     np.testing.assert_allclose(np.load(tmp_path / "cli" / "probabilities.npy"),
                                tf.nn.softmax(logits).numpy(), atol=1e-5, rtol=0)
@@ -177,7 +154,7 @@ def test_saved_model_cli_runs_the_export(exported, uncased_vocab, tmp_path):
 def test_squad_export_gives_logits_and_token_offsets(exported, uncased_vocab):
     results = exported["results"]
     tokenizer = FullTokenizer(str(uncased_vocab), True)
-    features = _python_features(tokenizer, QUESTIONS)
+    features = python_features(tokenizer, QUESTIONS, MAX_SEQ_LENGTH)
     expected = read_model(str(exported["squad"])).model(features, training=False)
     for name in ("start_logits", "end_logits"):
         np.testing.assert_allclose(results[f"squad/{name}"], expected[name].numpy(), atol=1e-5,
@@ -247,7 +224,8 @@ def test_an_encoder_only_model_exports_and_embeds_as_predict_text(tmp_path, unca
          f"--max_seq_length={MAX_SEQ_LENGTH}", "--pooling=mean"],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
-    results = _load_and_run(tmp_path, [["embedding", str(tmp_path / "export" / "text_model"),
-                                        "serving_embedding", {"text": SINGLES}]])
+    results = run_in_fresh_process(tmp_path, LOADER, [
+        ["embedding", str(tmp_path / "export" / "text_model"), "serving_embedding",
+         {"text": SINGLES}]])
     np.testing.assert_allclose(results["embedding/embedding"], np.load(tmp_path / "vectors.npy"),
                                atol=1e-6, rtol=0)

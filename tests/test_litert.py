@@ -7,7 +7,6 @@ packing, the Keras model) and the SavedModel's `TextModelServer`. The tokenizer 
 `FullTokenizer` on the shared corpora: equal except on the texts the docs count.
 """
 import collections
-import json
 import pathlib
 import subprocess
 import sys
@@ -19,7 +18,7 @@ import tensorflow as tf
 
 from data import tokenization
 from data.classifier import glue_tasks
-from data.classifier.features import InputExample, example_tokens, truncate_seq_pair
+from data.classifier.features import truncate_seq_pair
 from data.text_tokenizer import TextTokenizer, truncated_lengths
 from data.tokenization import FullTokenizer
 from modeling.checkpoints import LoadedModel, ModelSpec, build_model, read_model, write_model
@@ -29,6 +28,7 @@ from modeling.pretrainer import BertPretrainer
 from serving.lite_tokenizer import LiteTokenizer, kept_lengths
 from serving.litert import CUSTOM_OPS, custom_ops
 from serving.servers import TextModelServer
+from tests.exported_models import python_features, run_in_fresh_process
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 MAX_SEQ_LENGTH = 24
@@ -92,30 +92,6 @@ def _export(folder, output, *flags, check=True):
     return result
 
 
-def _run_in_fresh_process(tmp_path, requests):
-    (tmp_path / "loader.py").write_text(LOADER)
-    (tmp_path / "requests.json").write_text(json.dumps(requests))
-    result = subprocess.run([sys.executable, str(tmp_path / "loader.py"),
-                             str(tmp_path / "requests.json"), str(tmp_path / "results.npz")],
-                            capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    with np.load(tmp_path / "results.npz") as results:
-        return dict(results)
-
-
-def _python_features(tokenizer, pairs):
-    """The original pipeline's features, each padded to MAX_SEQ_LENGTH."""
-    features = {"input_ids": [], "input_mask": [], "segment_ids": []}
-    for first, second in pairs:
-        tokens, segment_ids = example_tokens(InputExample("x", first, second or None),
-                                             MAX_SEQ_LENGTH, tokenizer)
-        padding = [0] * (MAX_SEQ_LENGTH - len(tokens))
-        features["input_ids"].append(tokenizer.convert_tokens_to_ids(tokens) + padding)
-        features["input_mask"].append([1] * len(tokens) + padding)
-        features["segment_ids"].append(segment_ids + padding)
-    return {k: np.array(v, np.int32) for k, v in features.items()}
-
-
 def _tokenizer_model(vocab, path):
     """A `.tflite` of LiteTokenizer alone: text -> packed `input_ids`."""
     module = tf.Module()
@@ -146,8 +122,8 @@ def exported(tmp_path_factory, uncased_vocab):
     _export(pretraining, tmp_path / "mlm", "--format=litert", "--top_k=4", "--pooling=mean",
             "--normalize")
     _tokenizer_model(str(uncased_vocab), tmp_path / "tokenizer.tflite")
-    features = _python_features(FullTokenizer(str(uncased_vocab), True),
-                                [(text, "") for text in SINGLES] + PAIRS)
+    features = python_features(FullTokenizer(str(uncased_vocab), True),
+                               [(text, "") for text in SINGLES] + PAIRS, MAX_SEQ_LENGTH)
     text_a, text_b = [a for a, _ in PAIRS], [b for _, b in PAIRS]
     requests = [
         ["ids", str(outputs["none"] / "text_model.tflite"), "serving_ids",
@@ -172,7 +148,7 @@ def exported(tmp_path_factory, uncased_vocab):
         ]
     return {"classifier": classifier, "pretraining": pretraining, "outputs": outputs,
             "mlm": tmp_path / "mlm", "features": features,
-            "results": _run_in_fresh_process(tmp_path, requests)}
+            "results": run_in_fresh_process(tmp_path, LOADER, requests)}
 
 
 def _classifier_probabilities(exported, prefix):
