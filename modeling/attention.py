@@ -103,9 +103,13 @@ def _swap_axes_1_2(x: tf.Tensor) -> tf.Tensor:
 
 
 def attention_mask_from_input_mask(input_mask: tf.Tensor) -> tf.Tensor:
-    """Turns input_mask int [B, T] (1 = real token) into the additive float32 mask [B, 1, 1, T]."""
-    input_mask = tf.cast(input_mask, tf.float32)
-    return (1.0 - input_mask[:, tf.newaxis, tf.newaxis, :]) * -10000.0
+    """Turns input_mask int [B, T] (1 = real token) into the additive float32 mask [B, 1, 1, T].
+
+    The new axes come from `tf.expand_dims`, not `[:, tf.newaxis]` indexing, which LiteRT's
+    converter keeps as a TensorFlow op on a tensor of two unknown dimensions (serving/litert.py).
+    """
+    input_mask = tf.expand_dims(tf.expand_dims(tf.cast(input_mask, tf.float32), 1), 1)
+    return (1.0 - input_mask) * -10000.0
 
 
 class AttentionMask(keras.layers.Layer):

@@ -25,7 +25,8 @@ def pool(sequence_output: tf.Tensor, pooled_output: tf.Tensor, input_mask: tf.Te
         return sequence_output[:, 0]
     if pooling == "pooler":
         return tf.cast(pooled_output, tf.float32)
-    mask = tf.cast(input_mask, tf.float32)[..., tf.newaxis]            # [B, T, 1]
+    # expand_dims rather than [..., tf.newaxis]: LiteRT runs it (modeling/attention.py).
+    mask = tf.expand_dims(tf.cast(input_mask, tf.float32), -1)         # [B, T, 1]
     if pooling == "mean":
         # sentence-transformers: sum over real tokens / max(count, 1e-9).
         return tf.reduce_sum(sequence_output * mask, 1) / tf.maximum(tf.reduce_sum(mask, 1), 1e-9)

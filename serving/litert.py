@@ -17,11 +17,8 @@ Loading one needs tensorflow-text's kernels: `load_interpreter` below.
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import tempfile
-from typing import Iterator
-from unittest import mock
 
 import keras
 import tensorflow as tf
@@ -60,10 +57,6 @@ class LiteTextModel(TextModelServer):
         return self.tokenizer.tokenize_keeping(texts, MASK, self.mask_id)
 
     def signatures(self) -> dict[str, tf.types.experimental.ConcreteFunction]:
-        with _new_axes_by_expand_dims():
-            return self._signatures()
-
-    def _signatures(self) -> dict[str, tf.types.experimental.ConcreteFunction]:
         signatures = super().signatures()
         def features(ids):
             return dict(zip(ENCODER_INPUTS, ids))
@@ -77,39 +70,6 @@ class LiteTextModel(TextModelServer):
         for key, function in ids_functions.items():
             signatures[key] = tf.function(function, input_signature=_IDS).get_concrete_function()
         return signatures
-
-
-@contextlib.contextmanager
-def _new_axes_by_expand_dims() -> Iterator[None]:
-    """Traces `x[..., tf.newaxis]`-style indexing as the index without the new axes followed by
-    `tf.expand_dims`: the same values, but the converter keeps a StridedSlice that adds axes to a
-    tensor of two or more unknown dimensions (the attention mask's `input_mask[:, tf.newaxis,
-    tf.newaxis, :]`, mean pooling's `mask[..., tf.newaxis]` on [B, T]) as a TensorFlow op, which
-    LiteRT cannot run."""
-    getitem = tf.Tensor.__getitem__
-
-    def getitem_without_new_axes(tensor, spec):
-        items = spec if isinstance(spec, tuple) else (spec,)
-        if not any(item is None for item in items) or tensor.shape.rank is None:
-            return getitem(tensor, spec)
-        kept = tuple(item for item in items if item is not None)
-        result = getitem(tensor, kept)
-        # The output axis of each new one: slices keep an axis, an Ellipsis the axes no item
-        # names, an integer index drops its axis.
-        named = sum(1 for item in kept if item is not Ellipsis)
-        axis = 0
-        for item in items:
-            if item is None:
-                result = tf.expand_dims(result, axis)
-                axis += 1
-            elif item is Ellipsis:
-                axis += tensor.shape.rank - named
-            elif isinstance(item, slice):
-                axis += 1
-        return result
-
-    with mock.patch.object(tf.Tensor, "__getitem__", getitem_without_new_axes):
-        yield
 
 
 def export_litert(module: LiteTextModel, folder: str, quantize: str = "none") -> list[str]:

@@ -81,7 +81,8 @@ def mask_positions(input_ids: tf.Tensor, mask_id: int) -> tf.Tensor:
     rank = tf.cumsum(tf.cast(is_mask, tf.int32), axis=1, exclusive=True)    # [B, T]
     slots = tf.maximum(tf.reduce_max(tf.reduce_sum(tf.cast(is_mask, tf.int32), 1)), 1)
     slot = tf.range(slots)[tf.newaxis, :, tf.newaxis]                       # [1, P, 1]
-    hit = is_mask[:, tf.newaxis] & (rank[:, tf.newaxis] == slot)            # [B, P, T]
+    # expand_dims rather than [:, tf.newaxis]: LiteRT runs it (modeling/attention.py).
+    hit = tf.expand_dims(is_mask, 1) & (tf.expand_dims(rank, 1) == slot)    # [B, P, T]
     positions = tf.range(tf.shape(input_ids)[1])[tf.newaxis, tf.newaxis]    # [1, 1, T]
     return tf.reduce_max(tf.where(hit, positions, -1), axis=2)
 
