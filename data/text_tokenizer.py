@@ -121,6 +121,16 @@ def truncated_lengths(first_lengths: tf.Tensor, second_lengths: tf.Tensor,
     return first_kept, tf.minimum(second_lengths, budget - first_kept)
 
 
+def read_vocab(vocab_file: str | os.PathLike):
+    """`tokenization.load_vocab` of a vocabulary the in-graph tokenizers can pack with, and its
+    [UNK], [CLS] and [SEP] ids; a vocabulary without one of them is refused."""
+    vocab = tokenization.load_vocab(vocab_file)
+    for special in ("[UNK]", "[CLS]", "[SEP]"):
+        if special not in vocab:
+            raise ValueError(f"vocab file {vocab_file} has no {special} token")
+    return vocab, tuple(vocab[t] for t in ("[UNK]", "[CLS]", "[SEP]"))
+
+
 class TextTokenizer(tf.Module):
     """WordPiece tokenization of `tf.string` batches, as `FullTokenizer` does it.
 
@@ -137,13 +147,9 @@ class TextTokenizer(tf.Module):
     def __init__(self, vocab_file: str | os.PathLike, do_lower_case: bool = True,
                  name: str | None = None):
         super().__init__(name=name)
-        vocab = tokenization.load_vocab(vocab_file)
-        for special in ("[UNK]", "[CLS]", "[SEP]"):
-            if special not in vocab:
-                raise ValueError(f"vocab file {vocab_file} has no {special} token")
+        vocab, (self.unk_id, self.cls_id, self.sep_id) = read_vocab(vocab_file)
         self.do_lower_case = do_lower_case
         self.vocab_size = len(vocab)
-        self.unk_id, self.cls_id, self.sep_id = (vocab[t] for t in ("[UNK]", "[CLS]", "[SEP]"))
         self._vocab_table = tf.lookup.StaticHashTable(
             tf.lookup.KeyValueTensorInitializer(
                 list(vocab), tf.constant(list(vocab.values()), tf.int64)),

@@ -20,7 +20,7 @@ import os
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from data import tokenization
+from data.text_tokenizer import read_vocab
 from serving.packing import SegmentLayout
 
 _MAX_BYTES_PER_WORD = 200  # FullTokenizer's 200 characters, counted in bytes
@@ -47,16 +47,12 @@ class LiteTokenizer(tf.Module):
     def __init__(self, vocab_file: str | os.PathLike, do_lower_case: bool = True,
                  name: str | None = None):
         super().__init__(name=name)
-        vocab = tokenization.load_vocab(vocab_file)
-        for special in ("[UNK]", "[CLS]", "[SEP]"):
-            if special not in vocab:
-                raise ValueError(f"vocab file {vocab_file} has no {special} token")
+        vocab, (self.unk_id, self.cls_id, self.sep_id) = read_vocab(vocab_file)
         by_id = {index: token for token, index in vocab.items()}
         if sorted(by_id) != list(range(len(by_id))):
             raise ValueError(f"vocab file {vocab_file} repeats a token")
         self.do_lower_case = do_lower_case
         self.vocab_size = len(by_id)
-        self.unk_id, self.cls_id, self.sep_id = (vocab[t] for t in ("[UNK]", "[CLS]", "[SEP]"))
         # tensorflow-text's FastBertTokenizer, in its two parts: its offsets are gathered here
         # with dense ops (its own gather is a ragged one).
         self._normalizer = tf_text.FastBertNormalizer(lower_case_nfd_strip_accents=do_lower_case)

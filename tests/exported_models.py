@@ -1,5 +1,5 @@
-"""Helpers of the export tests: a loader script run in a fresh process, and the original
-pipeline's features to compare an exported model's with."""
+"""Helpers of the export tests: a loader script run in a fresh process, the original
+pipeline's features to compare an exported model's with, and a fill-mask signature's check."""
 import json
 import subprocess
 import sys
@@ -34,3 +34,18 @@ def python_features(tokenizer, pairs, max_seq_length: int) -> dict[str, np.ndarr
         features["input_mask"].append([1] * len(tokens) + padding)
         features["segment_ids"].append(segment_ids + padding)
     return {k: np.array(v, np.int32) for k, v in features.items()}
+
+
+def assert_fill_mask_outputs(results: dict, key: str, expected) -> None:
+    """A fill-mask signature's outputs (`<key>/mask_positions`, `token_ids`, `tokens`,
+    `probabilities`) against `tasks.fill_mask.FillMask`'s scores of the same texts."""
+    positions = results[f"{key}/mask_positions"]
+    for row, masks in enumerate(expected):
+        assert (positions[row] >= 0).sum() == len(masks)
+        for slot, scores in enumerate(masks):
+            np.testing.assert_array_equal(results[f"{key}/token_ids"][row, slot],
+                                          [s.token_id for s in scores])
+            assert [t.decode() for t in results[f"{key}/tokens"][row, slot]] == \
+                [s.token for s in scores]
+            np.testing.assert_allclose(results[f"{key}/probabilities"][row, slot],
+                                       [s.probability for s in scores], atol=1e-5)

@@ -17,7 +17,8 @@ from modeling.checkpoints import LoadedModel, ModelSpec, build_model, read_model
 from modeling.checkpoints.formats import HF, KERAS
 from modeling.config import BertConfig
 from serving.servers import TextModelServer
-from tests.exported_models import python_features, run_in_fresh_process
+from tests.exported_models import (assert_fill_mask_outputs, python_features,
+                                    run_in_fresh_process)
 
 pytestmark = pytest.mark.slow
 
@@ -185,17 +186,8 @@ def test_fill_mask_and_embedding_signatures_match_the_python_api(exported, uncas
     expected = FillMask(pretrainer, tokenizer, max_seq_length=MAX_SEQ_LENGTH)(MASKED, top_k=4)
     # The last text's [MASK] is cut off by max_seq_length.
     assert [len(masks) for masks in expected] == [1, 0, 2, 1, 0]
-    positions = results["fill_mask/mask_positions"]
-    assert positions.shape == (5, 2)
-    for row, masks in enumerate(expected):
-        assert (positions[row] >= 0).sum() == len(masks)
-        for slot, scores in enumerate(masks):
-            np.testing.assert_array_equal(results["fill_mask/token_ids"][row, slot],
-                                          [s.token_id for s in scores])
-            assert [t.decode() for t in results["fill_mask/tokens"][row, slot]] == \
-                [s.token for s in scores]
-            np.testing.assert_allclose(results["fill_mask/probabilities"][row, slot],
-                                       [s.probability for s in scores], atol=1e-5)
+    assert results["fill_mask/mask_positions"].shape == (5, 2)
+    assert_fill_mask_outputs(results, "fill_mask", expected)
     classifier = read_model(str(exported["classifier"])).model
     vectors = SentenceEmbedder(classifier.encoder, tokenizer, "cls",
                                max_seq_length=MAX_SEQ_LENGTH)(SINGLES)

@@ -28,7 +28,8 @@ from modeling.pretrainer import BertPretrainer
 from serving.lite_tokenizer import LiteTokenizer, kept_lengths
 from serving.litert import CUSTOM_OPS, custom_ops
 from serving.servers import TextModelServer
-from tests.exported_models import python_features, run_in_fresh_process
+from tests.exported_models import (assert_fill_mask_outputs, python_features,
+                                    run_in_fresh_process)
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 MAX_SEQ_LENGTH = 24
@@ -205,17 +206,8 @@ def test_fill_mask_and_embeddings_match_the_python_api(exported, uncased_vocab):
     pretrainer = read_model(str(exported["pretraining"])).model
     expected = FillMask(pretrainer, tokenizer, max_seq_length=MAX_SEQ_LENGTH)(MASKED, top_k=4)
     assert [len(masks) for masks in expected] == [1, 0, 2, 1, 0]  # the last [MASK] cut off
-    positions = results["fill_mask/mask_positions"]
-    assert positions.shape == (5, 2)
-    for row, masks in enumerate(expected):
-        assert (positions[row] >= 0).sum() == len(masks)
-        for slot, scores in enumerate(masks):
-            np.testing.assert_array_equal(results["fill_mask/token_ids"][row, slot],
-                                          [s.token_id for s in scores])
-            assert [t.decode() for t in results["fill_mask/tokens"][row, slot]] == \
-                [s.token for s in scores]
-            np.testing.assert_allclose(results["fill_mask/probabilities"][row, slot],
-                                       [s.probability for s in scores], atol=1e-5)
+    assert results["fill_mask/mask_positions"].shape == (5, 2)
+    assert_fill_mask_outputs(results, "fill_mask", expected)
     # Token ids without a [MASK]: no position, nothing predicted.
     assert (results["mlm_ids/mask_positions"] == -1).all()
     classifier = read_model(str(exported["classifier"])).model
