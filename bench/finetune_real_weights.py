@@ -271,13 +271,13 @@ def run_this_project(task: FineTuneTask, seed: int, bert: str, data: dict, run_d
 
 
 def run_transformers(task: FineTuneTask, seed: int, hf_dir: str, data: dict, run_dir: str,
-                     grouped: bool = False) -> dict:
+                     grouped: bool = False, learning_rate: float = LEARNING_RATE) -> dict:
     result_file = os.path.join(run_dir, "result.json")
     wall = _run([sys.executable, "-m", "bench.hf_finetune", f"--task={task.name}",
                  f"--model_dir={hf_dir}", f"--data_dir={data[task.name]}",
                  f"--max_seq_length={task.max_seq_length}",
                  f"--train_batch_size={TRAIN_BATCH_SIZE}", f"--eval_batch_size={EVAL_BATCH_SIZE}",
-                 f"--learning_rate={LEARNING_RATE}", f"--num_train_epochs={task.num_epochs}",
+                 f"--learning_rate={learning_rate}", f"--num_train_epochs={task.num_epochs}",
                  f"--seed={seed}", f"--result_file={result_file}",
                  *["--group_by_length"] * grouped],
                 os.path.join(run_dir, "run.log"))

@@ -179,7 +179,7 @@ def _run_ner(args) -> dict:
     seconds = _train(model, train, args)
     predicted = np.argmax(_logits(model, dev, args.eval_batch_size, args.padding,
                                   per_token=True)["logits"], -1)
-    # A word cut off by max_seq_length is tagged O, as run_ner.py does.
+    # A word cut off by max_seq_length is tagged O here (run_ner.py tags it from windows).
     tags = [[labels[row[p]] if p >= 0 else conll.OUTSIDE_TAG for p in word_positions]
             for row, word_positions in zip(predicted, positions)]
     evaluation = ner_metrics.evaluate_ner([s.tags for s in dev_data.sentences], tags)

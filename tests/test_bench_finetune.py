@@ -270,3 +270,26 @@ def test_the_transformers_batches_are_its_collators(uncased_vocab, tmp_path):
             assert torch.equal(ours[key], theirs[key]), key
             assert ours[key].is_contiguous(), key  # as the collator's: `.view` must work
     assert _batch(padded, torch.tensor([0]), "max_length")["input_ids"].shape == (1, 32)
+
+
+def test_optimizer_benchmark_summary_checks_and_choice_by_hand():
+    from bench import finetune_optimizers
+    accuracy = {
+        "adamw_bias_corrected": {"5e-5": {"1": 0.56, "2": 0.54, "3": 0.58},
+                                 "2e-5": {"1": 0.58, "2": 0.50, "3": 0.55}},
+        "transformers": {"5e-5": {"1": 0.57, "2": 0.55, "3": 0.56},
+                         "2e-5": {"1": 0.60, "2": 0.59, "3": 0.58}}}
+    found = finetune_optimizers.summarize(accuracy, majority=0.527)
+    row = found["summary"]["adamw_bias_corrected"]["2e-5"]
+    assert row["mean"] == pytest.approx(1.63 / 3)  # (0.58 + 0.50 + 0.55) / 3
+    assert row["sd"] == pytest.approx(np.std([0.58, 0.50, 0.55], ddof=1))
+    assert (row["min"], row["below_majority"]) == (0.50, 1)
+    # 5e-5: 0.56 against 0.56, within 1 point, no seed below 0.527; 2e-5: 0.5433 against 0.59.
+    assert found["checks"]["5e-5"] == {"mean_gap": pytest.approx(0.0), "within_1_point": True,
+                                       "no_seed_below_majority": True}
+    assert not found["checks"]["2e-5"]["within_1_point"]
+    assert not found["checks"]["2e-5"]["no_seed_below_majority"]
+    # The best single run of all; 0.58 is reached at 5e-5 seed 3 first, in the grid's order.
+    assert found["chosen"]["adamw_bias_corrected"] == {"learning_rate": "5e-5", "seed": 3,
+                                                       "accuracy": 0.58}
+    assert found["chosen"]["transformers"]["accuracy"] == 0.60

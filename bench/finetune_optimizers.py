@@ -1,0 +1,241 @@
+"""RTE fine-tuned with the original's optimizer and with the bias-corrected one, at two learning
+rates, five seeds each, against transformers at the same rates.
+
+The setup is the fine-tuning benchmark's (`bench/finetune_real_weights.py`): all-MiniLM-L6-v2
+converted to Google's layout, RTE's re-split train and official dev, max_seq_length 128, batch 32,
+2 epochs, 10% warm-up, weight decay 0.01, dropout 0.1. Only the optimizer and the learning rate
+change:
+- this project: `select_fine_tuning.py` runs the grid (learning rates 5e-5 and 2e-5, seeds 1-5)
+  once per `--optimizer`: `adamw` (the original's AdamWeightDecay, no bias correction, the
+  default) and `adamw_bias_corrected`;
+- transformers: `bench/hf_finetune.py` (PyTorch's AdamW, bias-corrected) at the same rates and
+  seeds; at the fine-tuning benchmark's own rate (5e-5) its RTE runs are the same command, and
+  are taken from `finetune_results.json` where it has them.
+
+The report says for each rate whether the bias-corrected optimizer's mean dev accuracy is within
+1 point of transformers', and whether any of its seeds ends below the majority class of the dev
+set. Runs are resumable: select_fine_tuning.py skips its finished runs, and finished transformers
+runs are kept in `optimizer_results.json`. Accuracy runs may share the machine with other work.
+
+    pip install -r bench/requirements.txt
+    python -m bench.finetune_optimizers               # everything, resumable
+    python -m bench.finetune_optimizers --report_only
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO_ROOT)
+from bench import finetune_real_weights as finetune  # noqa: E402
+from bench.machine import machine_description  # noqa: E402
+from data.classifier import glue_tasks  # noqa: E402
+from utils.output_files import write_text_atomically  # noqa: E402
+
+TASK = finetune.TASKS["rte"]
+LEARNING_RATES = ("5e-5", "2e-5")
+SEEDS = (1, 2, 3, 4, 5)
+OPTIMIZERS = ("adamw_bias_corrected", "adamw")
+SIDES = ("adamw_bias_corrected", "transformers", "adamw")  # the table's rows
+# Running order: the new optimizer and the lower rate, which no earlier benchmark measured, first.
+STEPS = (("adamw_bias_corrected", LEARNING_RATES), ("transformers", ("2e-5",)),
+         ("adamw", LEARNING_RATES), ("transformers", ("5e-5",)))
+SIDE_NAMES = {"adamw": "this project, `--optimizer=adamw` (original, no bias correction)",
+              "adamw_bias_corrected": "this project, `--optimizer=adamw_bias_corrected`",
+              "transformers": "transformers, PyTorch's AdamW"}
+TOLERANCE = 0.01  # of accuracy: the bias-corrected mean within 1 point of transformers'
+
+
+def _log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def majority_class_accuracy(data_dir: str) -> float:
+    """The dev accuracy of always answering the dev set's most frequent label."""
+    examples = glue_tasks.read_examples(glue_tasks.get_task(TASK.name), data_dir, "dev")
+    labels = [example.label for example in examples]
+    return max(labels.count(label) for label in set(labels)) / len(labels)
+
+
+def run_selection(optimizer: str, bert: str, data_dir: str, work_dir: str) -> dict:
+    """This project's grid for one optimizer, by select_fine_tuning.py; its selection.json."""
+    output_dir = os.path.join(work_dir, f"select_{optimizer}")
+    os.makedirs(output_dir, exist_ok=True)
+    finetune._run([  # pylint: disable=protected-access
+        sys.executable, "select_fine_tuning.py", f"--task_name={TASK.name}",
+        f"--data_dir={data_dir}", f"--init_checkpoint={bert}/bert_model.ckpt",
+        f"--learning_rates={','.join(LEARNING_RATES)}",
+        f"--batch_sizes={finetune.TRAIN_BATCH_SIZE}", f"--epochs={TASK.num_epochs}",
+        f"--seeds={','.join(map(str, SEEDS))}", f"--output_dir={output_dir}", "--",
+        f"--optimizer={optimizer}", "--do_lower_case=true",
+        f"--max_seq_length={TASK.max_seq_length}",
+        f"--eval_batch_size={finetune.EVAL_BATCH_SIZE}"],
+        os.path.join(work_dir, f"select_{optimizer}.log"))
+    with open(os.path.join(output_dir, "selection.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def accuracies_of_selection(selection: dict) -> dict[str, dict[str, float]]:
+    """{learning rate: {seed: dev accuracy}} of a selection.json."""
+    table: dict[str, dict[str, float]] = {}
+    for run in selection["runs"]:
+        rate = _rate_name(run["learning_rate"])
+        table.setdefault(rate, {})[str(run["seed"])] = run["results"]["eval_accuracy"]
+    return table
+
+
+def _rate_name(rate: float | str) -> str:
+    return f"{float(rate):.0e}".replace("e-0", "e-")
+
+
+def add_finetune_benchmark_runs(results: dict, path: str) -> None:
+    """transformers' RTE runs at the fine-tuning benchmark's rate, from its results, where this
+    benchmark has none of its own for a seed."""
+    if not os.path.exists(path):
+        return
+    with open(path, encoding="utf-8") as f:
+        runs = json.load(f)["runs"]
+    done = results["accuracy"].setdefault("transformers", {}).setdefault(
+        _rate_name(finetune.LEARNING_RATE), {})
+    for seed in SEEDS:
+        run = runs.get(finetune.run_key(TASK.name, "transformers", seed))
+        if str(seed) not in done and run and run.get("max_seq_length") == TASK.max_seq_length:
+            done[str(seed)] = run["eval_accuracy"]
+
+
+def summarize(accuracies: dict[str, dict[str, dict[str, float]]], majority: float) -> dict:
+    """Mean, sd and lowest seed of every (side, rate), and the acceptance per rate."""
+    summary: dict = {}
+    for side, rates in accuracies.items():
+        for rate, seeds in rates.items():
+            values = list(seeds.values())
+            summary.setdefault(side, {})[rate] = {
+                "seeds": len(values), "mean": statistics.mean(values),
+                "sd": statistics.stdev(values) if len(values) > 1 else 0.0,
+                "min": min(values), "below_majority": sum(v < majority for v in values)}
+    checks = {}
+    for rate in map(_rate_name, LEARNING_RATES):
+        ours = summary.get("adamw_bias_corrected", {}).get(rate)
+        theirs = summary.get("transformers", {}).get(rate)
+        if ours and theirs:
+            checks[rate] = {"mean_gap": ours["mean"] - theirs["mean"],
+                            "within_1_point": ours["mean"] >= theirs["mean"] - TOLERANCE,
+                            "no_seed_below_majority": ours["below_majority"] == 0}
+    return {"summary": summary, "checks": checks, "chosen": {
+        side: best_run(rates) for side, rates in accuracies.items() if rates}}
+
+
+def best_run(rates: dict[str, dict[str, float]]) -> dict | None:
+    """The paper's rule over the grid (`tasks.selection.RULE`): the run with the best dev
+    accuracy, the first in the grid's order (learning rate, then seed) among equals."""
+    best = None
+    for rate in map(_rate_name, LEARNING_RATES):
+        for seed in map(str, SEEDS):
+            value = rates.get(rate, {}).get(seed)
+            if value is not None and (best is None or value > best["accuracy"]):
+                best = {"learning_rate": rate, "seed": int(seed), "accuracy": value}
+    return best
+
+
+def report_markdown(results: dict) -> str:
+    """The Markdown report of optimizer_results.json."""
+    majority = results["majority_class_accuracy"]
+    lines = ["# RTE with and without Adam's bias correction", "",
+             "all-MiniLM-L6-v2, RTE re-split train / official dev (277 examples; one answer is "
+             f"0.36 points), max_seq_length {TASK.max_seq_length}, batch "
+             f"{finetune.TRAIN_BATCH_SIZE}, {TASK.num_epochs} epochs. Dev accuracy in points, "
+             f"mean ± sample sd over seeds; the majority class scores {100 * majority:.1f}.", "",
+             "| optimizer | learning rate | " + " | ".join(f"seed {s}" for s in SEEDS)
+             + " | mean ± sd | seeds below majority |",
+             "|---|---|" + "---|" * len(SEEDS) + "---|---|"]
+    for side in SIDES:
+        for rate in map(_rate_name, LEARNING_RATES):
+            seeds = results["accuracy"].get(side, {}).get(rate)
+            if not seeds:
+                continue
+            row = results["summary"][side][rate]
+            cells = [f"{100 * seeds[str(s)]:.1f}" if str(s) in seeds else "" for s in SEEDS]
+            lines.append(f"| {SIDE_NAMES[side]} | {rate} | " + " | ".join(cells)
+                         + f" | {100 * row['mean']:.1f} ± {100 * row['sd']:.1f} | "
+                         f"{row['below_majority']} |")
+    lines += ["", "transformers at 5e-5: the fine-tuning benchmark's RTE runs "
+              "(`finetune_results.json`, the same command) where it has them."]
+    lines += ["", "Bias-corrected optimizer against transformers (mean within 1 point, no seed "
+              "below the majority class):", ""]
+    for rate, check in results["checks"].items():
+        lines.append(f"- {rate}: mean {100 * check['mean_gap']:+.1f} points; within 1 point: "
+                     f"{'yes' if check['within_1_point'] else 'no'}; no seed below the "
+                     f"majority class: {'yes' if check['no_seed_below_majority'] else 'no'}")
+    lines += ["", "The paper's selection over this grid (the best dev run of all, the rule "
+              "`select_fine_tuning.py` applies):", ""]
+    for side in SIDES:
+        chosen = results["chosen"].get(side)
+        if chosen:
+            lines.append(f"- {SIDE_NAMES[side]}: learning rate {chosen['learning_rate']}, seed "
+                         f"{chosen['seed']}, dev accuracy {100 * chosen['accuracy']:.1f}")
+    machine = results["machine"]
+    lines += ["", f"Machine: {machine['cpu']}, {machine['cores']} cores, "
+              f"{', '.join(machine['isa'])}.", ""]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--work_dir", default="/tmp/bert_optimizer_bench")
+    parser.add_argument("--output_dir", default=os.path.join(REPO_ROOT, "bench"))
+    parser.add_argument("--shared_data", default=os.environ.get(
+        "BERT_SHARED_DATA", os.path.join(os.path.dirname(REPO_ROOT), "shared", "data")))
+    parser.add_argument("--report_only", action="store_true")
+    args = parser.parse_args()
+    path = os.path.join(args.output_dir, "optimizer_results.json")
+    results = {"accuracy": {}}
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            results = json.load(f)
+    os.makedirs(args.work_dir, exist_ok=True)
+    data = finetune.prepare_data(args.shared_data, args.work_dir)
+    results["majority_class_accuracy"] = majority_class_accuracy(data[TASK.name])
+    results["machine"] = machine_description()
+    add_finetune_benchmark_runs(results, os.path.join(args.output_dir, "finetune_results.json"))
+
+    def save() -> None:
+        results.update(summarize(results["accuracy"], results["majority_class_accuracy"]))
+        write_text_atomically(path, json.dumps(results, indent=1, sort_keys=True) + "\n")
+        write_text_atomically(os.path.join(args.output_dir, "optimizer_results.md"),
+                              report_markdown(results))
+
+    if not args.report_only:
+        hf_dir = finetune.hf_model_dir()
+        bert = finetune.bert_dir(args.work_dir, hf_dir)
+        for side, rates in STEPS:
+            if side in OPTIMIZERS:
+                _log(f"this project, --optimizer={side}: select_fine_tuning.py over "
+                     f"{len(LEARNING_RATES) * len(SEEDS)} runs")
+                selection = run_selection(side, bert, data[TASK.name], args.work_dir)
+                results["accuracy"][side] = accuracies_of_selection(selection)
+                save()
+                continue
+            for rate in rates:
+                done = results["accuracy"].setdefault(side, {}).setdefault(_rate_name(rate), {})
+                for seed in SEEDS:
+                    if str(seed) in done:
+                        continue
+                    run_dir = os.path.join(args.work_dir, "transformers", rate, str(seed))
+                    os.makedirs(run_dir, exist_ok=True)
+                    run = finetune.run_transformers(TASK, seed, hf_dir, data, run_dir,
+                                                    learning_rate=float(rate))
+                    done[str(seed)] = run["eval_accuracy"]
+                    _log(f"transformers {rate} seed {seed}: {run['eval_accuracy']:.4f}, "
+                         f"{run['wall_seconds']:.0f} s")
+                    save()
+    save()
+    _log(f"report: {os.path.join(args.output_dir, 'optimizer_results.md')}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,190 @@
+"""Whole CoNLL-2003 test documents tagged in overlapping windows, against the same model's
+per-sentence tags and against transformers' token-classification pipeline with `stride`.
+
+The model is all-MiniLM-L6-v2 fine-tuned on CoNLL-2003 by `run_ner.py` as the fine-tuning
+benchmark runs it (`bench/finetune_real_weights.py`: the full train set, max_seq_length 128,
+batch 32, learning rate 5e-5, 3 epochs, seed 1; `--epochs` changes that). Then, by
+`predict_text.py --task=ner` as a user runs it:
+- every test sentence on its own line (each fits in one window of 128);
+- every test document on one line, its sentences' words joined, so that most documents take
+  several windows (`--doc_stride`, default half a window), each word tagged from the window where
+  its first piece has the most context.
+The report gives how many words get the same tag both ways (the acceptance: at least 99%), and
+how the documents' tags agree with transformers' pipeline (`aggregation_strategy="first"`,
+`stride` the same overlap) on the model converted by `convert_checkpoint.py --to=hf`, compared
+per word by entity type (the pipeline merges B- and I- into entity groups).
+
+    pip install -r bench/requirements.txt
+    python -m bench.ner_long_documents               # resumable: the model is trained once
+    python -m bench.ner_long_documents --epochs=1
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import re
+import sys
+import time
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO_ROOT)
+from bench import finetune_real_weights as finetune  # noqa: E402
+from bench.machine import machine_description  # noqa: E402
+from data.ner import conll  # noqa: E402
+from tasks.ner import tagging_stride  # noqa: E402
+from utils.output_files import write_text_atomically  # noqa: E402
+
+MAX_SEQ_LENGTH = 128
+MIN_AGREEMENT = 0.99
+
+
+def _log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def train_model(work_dir: str, shared_data: str, epochs: int) -> str:
+    """run_ner.py fine-tuned on CoNLL-2003, as the fine-tuning benchmark runs it; its folder."""
+    run_dir = os.path.join(work_dir, f"conll2003_{epochs}ep")
+    output = os.path.join(run_dir, "output")
+    if os.path.exists(os.path.join(output, "eval_results.txt")):
+        return output
+    os.makedirs(run_dir, exist_ok=True)
+    hf_dir = finetune.hf_model_dir()
+    bert = finetune.bert_dir(work_dir, hf_dir)
+    data = finetune.prepare_data(shared_data, work_dir)
+    task = dataclasses.replace(finetune.TASKS["conll2003"], num_epochs=epochs)
+    _log(f"fine-tuning on CoNLL-2003 for {epochs} epochs (log {run_dir}/run.log)")
+    result = finetune.run_this_project(task, 1, bert, data, run_dir)
+    _log(f"dev F1 {result['eval_f1']:.4f}")
+    return output
+
+
+def document_words(test_file: str) -> list[list[list[str]]]:
+    """The test documents, each a list of sentences, each a list of words."""
+    data = conll.read_conll_file(test_file)
+    return [[[token.word for token in sentence.tokens] for sentence in document.sentences]
+            for document in data.documents if document.sentences]
+
+
+def predict(model: str, lines: list[str], work_dir: str, name: str) -> list[list[str]]:
+    """predict_text.py --task=ner over the lines; each line's tags."""
+    input_file = os.path.join(work_dir, f"{name}.txt")
+    output_file = os.path.join(work_dir, f"{name}.jsonl")
+    write_text_atomically(input_file, "".join(line + "\n" for line in lines))
+    finetune._run([sys.executable, "predict_text.py", "--task=ner",  # pylint: disable=protected-access
+                   f"--model={model}", f"--input_file={input_file}",
+                   f"--output_file={output_file}", f"--max_seq_length={MAX_SEQ_LENGTH}"],
+                  os.path.join(work_dir, f"{name}.log"))
+    with open(output_file, encoding="utf-8") as f:
+        return [json.loads(line)["tags"] for line in f]
+
+
+def entity_type(tag: str) -> str:
+    return conll.parse_tag(tag)[1] or "O"
+
+
+def transformers_word_types(model: str, work_dir: str, texts: list[str],
+                            words: list[list[str]]) -> list[list[str]]:
+    """Each word's entity type ("O" outside entities) by transformers' pipeline with `stride`."""
+    from transformers import AutoTokenizer, pipeline  # pylint: disable=import-outside-toplevel
+    hf_dir = os.path.join(work_dir, "conll2003_hf")
+    if not os.path.isfile(os.path.join(hf_dir, "config.json")):
+        finetune._run([sys.executable, "convert_checkpoint.py",  # pylint: disable=protected-access
+                       f"--input={model}", f"--output={hf_dir}", "--to=hf"],
+                      os.path.join(work_dir, "convert_hf.log"))
+    tokenizer = AutoTokenizer.from_pretrained(hf_dir, model_max_length=MAX_SEQ_LENGTH)
+    stride = MAX_SEQ_LENGTH - 2 - tagging_stride(MAX_SEQ_LENGTH, None)  # the same overlap
+    tagger = pipeline("token-classification", model=hf_dir, tokenizer=tokenizer,
+                      aggregation_strategy="first", stride=stride, device="cpu")
+    types = []
+    for text, text_words in zip(texts, words):
+        starts, position = [], 0
+        for word in text_words:
+            starts.append(text.index(word, position))
+            position = starts[-1] + len(word)
+        word_types = ["O"] * len(text_words)
+        for entity in tagger(text):
+            for i, start in enumerate(starts):
+                if entity["start"] <= start < entity["end"]:
+                    word_types[i] = entity["entity_group"]
+        types.append(word_types)
+    return types
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--work_dir", default="/tmp/bert_ner_documents_bench")
+    parser.add_argument("--output_dir", default=os.path.join(REPO_ROOT, "bench"))
+    parser.add_argument("--epochs", type=int, default=finetune.TASKS["conll2003"].num_epochs)
+    parser.add_argument("--shared_data", default=os.environ.get(
+        "BERT_SHARED_DATA", os.path.join(os.path.dirname(REPO_ROOT), "shared", "data")))
+    args = parser.parse_args()
+    os.makedirs(args.work_dir, exist_ok=True)
+    model = train_model(args.work_dir, args.shared_data, args.epochs)
+    documents = document_words(os.path.join(args.shared_data, "conll2003", "test.txt"))
+    sentences = [sentence for document in documents for sentence in document]
+    doc_words = [[word for sentence in document for word in sentence] for document in documents]
+    _log(f"{len(documents)} test documents, {len(sentences)} sentences, "
+         f"{sum(map(len, doc_words))} words")
+    sentence_tags = predict(model, [" ".join(s) for s in sentences], args.work_dir, "sentences")
+    document_tags = predict(model, [" ".join(w) for w in doc_words], args.work_dir, "documents")
+    by_sentence, index = [], 0
+    for document in documents:
+        by_sentence.append([tag for s in sentence_tags[index:index + len(document)] for tag in s])
+        index += len(document)
+    words = sum(map(len, doc_words))
+    same = sum(a == b for doc_a, doc_b in zip(by_sentence, document_tags)
+               for a, b in zip(doc_a, doc_b))
+    _log(f"documents against sentences: {same}/{words} words the same tag")
+    texts = [" ".join(w) for w in doc_words]
+    hf_types = transformers_word_types(model, args.work_dir, texts, doc_words)
+    ours = [[entity_type(tag) for tag in tags] for tags in document_tags]
+    same_hf = sum(a == b for doc_a, doc_b in zip(ours, hf_types) for a, b in zip(doc_a, doc_b))
+    entity_words = sum(t != "O" for doc in ours for t in doc)
+    same_hf_entities = sum(a == b for doc_a, doc_b in zip(ours, hf_types)
+                           for a, b in zip(doc_a, doc_b) if a != "O")
+    with open(os.path.join(args.work_dir, "documents.log"), encoding="utf-8") as f:
+        windowed = re.search(r"(\d+) of \d+ texts were longer than max_seq_length=\d+: tagged "
+                             r"in (\d+) windows", f.read())
+    result = {"documents": len(documents), "sentences": len(sentences), "words": words,
+              "epochs": args.epochs, "max_seq_length": MAX_SEQ_LENGTH,
+              "doc_stride": tagging_stride(MAX_SEQ_LENGTH, None),
+              "same_tag_as_sentences": same / words,
+              "same_type_as_transformers": same_hf / words,
+              "same_type_as_transformers_on_our_entity_words": same_hf_entities / entity_words,
+              "documents_in_windows": int(windowed[1]), "windows": int(windowed[2]),
+              "machine": machine_description()}
+    with open(os.path.join(model, "eval_results.txt"), encoding="utf-8") as f:
+        result["dev"] = {k: float(v) for k, v in (l.strip().split(" = ") for l in f if " = " in l)}
+    write_text_atomically(os.path.join(args.output_dir, "ner_long_documents.json"),
+                          json.dumps(result, indent=1, sort_keys=True) + "\n")
+    write_text_atomically(os.path.join(args.output_dir, "ner_long_documents.md"),
+                          report_markdown(result))
+    _log(f"report: {os.path.join(args.output_dir, 'ner_long_documents.md')}")
+
+
+def report_markdown(result: dict) -> str:
+    agreement = result["same_tag_as_sentences"]
+    return "\n".join([
+        "# CoNLL-2003 test documents tagged whole, in windows", "",
+        f"all-MiniLM-L6-v2 fine-tuned by `run_ner.py` ({result['epochs']} epochs; dev F1 "
+        f"{100 * result['dev']['eval_f1']:.1f}), max_seq_length {result['max_seq_length']}, "
+        f"`--doc_stride` {result['doc_stride']} (the default). {result['documents']} test "
+        f"documents ({result['documents_in_windows']} of them longer than one sequence, read in "
+        f"{result['windows']} windows), {result['sentences']} sentences, {result['words']} words.",
+        "",
+        "| compared | words in agreement |", "|---|---|",
+        f"| each document on one line against each sentence on its own line (the same tag) | "
+        f"{100 * agreement:.2f}% ({'at least' if agreement >= MIN_AGREEMENT else 'below'} "
+        f"{100 * MIN_AGREEMENT:.0f}%) |",
+        f"| documents: this project against transformers' pipeline with `stride` (entity type) | "
+        f"{100 * result['same_type_as_transformers']:.2f}% |",
+        f"| the same, on the words this project tags as entities | "
+        f"{100 * result['same_type_as_transformers_on_our_entity_words']:.2f}% |", "",
+        f"Machine: {result['machine']['cpu']}, {', '.join(result['machine']['isa'])}.", ""])
+
+
+if __name__ == "__main__":
+    main()
