@@ -75,6 +75,8 @@ class MaskedTokenPredictor(keras.Model):
         self.pretrainer = pretrainer
         self.config = pretrainer.config
         self.top_k = top_k
+        # No weights of its own: the pretrainer's layers build themselves when first called.
+        self.built = True
 
     def call(self, inputs, training=None):
         encoder = self.pretrainer.encoder

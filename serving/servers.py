@@ -87,6 +87,14 @@ def mask_positions(input_ids: tf.Tensor, mask_id: int) -> tf.Tensor:
     return tf.reduce_max(tf.where(hit, positions, -1), axis=2)
 
 
+def concrete(function, *specs: tf.TensorSpec) -> tf.types.experimental.ConcreteFunction:
+    """`function` traced for one signature, whose inputs are named after its arguments. Without
+    autograph: the serving code and the model use TensorFlow's control flow ops themselves, and
+    converting them would only slow the export."""
+    return tf.function(function, input_signature=list(specs),
+                       autograph=False).get_concrete_function()
+
+
 class _TextModule(tf.Module):
     """Tokenizes and packs one or two texts, keeping each token's offsets."""
 
@@ -125,11 +133,9 @@ class Preprocessor(_TextModule):
         return {hub: features[key] for hub, key in _HUB_NAMES}
 
     def signatures(self) -> dict[str, tf.types.experimental.ConcreteFunction]:
-        single = tf.function(lambda text: self._hub_features(text), input_signature=[TEXT])
-        pair = tf.function(lambda text_a, text_b: self._hub_features(text_a, text_b),
-                           input_signature=[TEXT, TEXT])
-        return {"serving_default": single.get_concrete_function(),
-                "serving_pair": pair.get_concrete_function()}
+        return {"serving_default": concrete(lambda text: self._hub_features(text), TEXT),
+                "serving_pair": concrete(lambda text_a, text_b: self._hub_features(text_a, text_b),
+                                         TEXT, TEXT)}
 
 
 class EncoderServer(tf.Module):
@@ -152,8 +158,7 @@ class EncoderServer(tf.Module):
 
     def signatures(self) -> dict[str, tf.types.experimental.ConcreteFunction]:
         spec = [tf.TensorSpec([None, None], tf.int32, name) for name, _ in _HUB_NAMES]
-        encode = tf.function(self._encode, input_signature=spec)
-        return {"serving_default": encode.get_concrete_function()}
+        return {"serving_default": concrete(self._encode, *spec)}
 
 
 class TextModelServer(_TextModule):
@@ -243,20 +248,16 @@ class TextModelServer(_TextModule):
                 "tokens": tf.gather(self.vocabulary, outputs["token_ids"])}
 
     def signatures(self) -> dict[str, tf.types.experimental.ConcreteFunction]:
-        embedding = tf.function(lambda text: self._embed(text), input_signature=[TEXT])
-        embedding_pair = tf.function(lambda text_a, text_b: self._embed(text_a, text_b),
-                                     input_signature=[TEXT, TEXT])
-        signatures = {"serving_embedding": embedding.get_concrete_function(),
-                      "serving_embedding_pair": embedding_pair.get_concrete_function()}
+        signatures = {
+            "serving_embedding": concrete(lambda text: self._embed(text), TEXT),
+            "serving_embedding_pair": concrete(lambda text_a, text_b: self._embed(text_a, text_b),
+                                               TEXT, TEXT)}
         if self._fill_mask is not None:
-            fill_mask = tf.function(lambda text: self._fill_masks(text), input_signature=[TEXT])
-            signatures["serving_fill_mask"] = fill_mask.get_concrete_function()
+            signatures["serving_fill_mask"] = concrete(lambda text: self._fill_masks(text), TEXT)
         if self.spec.head == "squad":
-            squad = tf.function(lambda question, context: self._serve(question, context),
-                                input_signature=[TEXT, TEXT])
-            return {"serving_default": squad.get_concrete_function(), **signatures}
-        single = tf.function(lambda text: self._serve(text), input_signature=[TEXT])
-        pair = tf.function(lambda text_a, text_b: self._serve(text_a, text_b),
-                           input_signature=[TEXT, TEXT])
-        return {"serving_default": single.get_concrete_function(),
-                "serving_pair": pair.get_concrete_function(), **signatures}
+            return {"serving_default": concrete(
+                lambda question, context: self._serve(question, context), TEXT, TEXT),
+                **signatures}
+        return {"serving_default": concrete(lambda text: self._serve(text), TEXT),
+                "serving_pair": concrete(lambda text_a, text_b: self._serve(text_a, text_b),
+                                         TEXT, TEXT), **signatures}
