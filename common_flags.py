@@ -5,7 +5,6 @@ Script-layer code: the scripts and this module are the only readers of absl FLAG
 from __future__ import annotations
 
 import functools
-from typing import Sequence
 
 from absl import flags, logging
 import keras
@@ -18,7 +17,7 @@ from training.batching import Batching
 from training.distribution import get_strategy
 from training.optimizer import create_optimizer
 from training.precision import needs_loss_scaling, set_dtype_policy
-from training.fine_tuning import FineTuningRun, save_fine_tuned, warmup_steps
+from training.fine_tuning import FineTuningRun, warmup_steps
 from training.trainer import TrainingConfig
 
 FLAGS = flags.FLAGS
@@ -272,7 +271,8 @@ def fine_tuning_run(strategy: tf.distribute.Strategy, learning_rate: float | Non
         optimizer_fn=optimizer_fn or (lambda steps: fine_tuning_optimizer(steps, learning_rate)),
         config_fn=lambda steps: training_config_from_flags(steps, default_log_steps),
         num_train_epochs=FLAGS["num_train_epochs"].value if "num_train_epochs" in FLAGS else 1.0,
-        is_chief=is_chief(strategy))
+        is_chief=is_chief(strategy),
+        vocab_file=vocab_file_from_flags() if FLAGS.do_train and "vocab_file" in FLAGS else None)
 
 
 def is_chief(strategy: tf.distribute.Strategy) -> bool:
@@ -283,9 +283,3 @@ def is_chief(strategy: tf.distribute.Strategy) -> bool:
     return resolver.task_type in ("chief", None) or (
         resolver.task_type == "worker" and resolver.task_id == 0
         and "chief" not in resolver.cluster_spec().as_dict())
-
-
-def fine_tuned_saver(labels: Sequence[str] | None = None):
-    """`training.fine_tuning.save_fine_tuned` recording --do_lower_case (and `labels`) in
-    `model_spec.json`: the `save` of every fine-tuning task."""
-    return functools.partial(save_fine_tuned, labels=labels, do_lower_case=FLAGS.do_lower_case)

@@ -107,13 +107,15 @@ def test_classify_gives_the_do_predict_answers_with_label_names(tiny_model, tmp_
                              **_TRAIN_FLAGS))
     spec = json.loads((output_dir / "model_spec.json").read_text())
     assert spec.get("labels") == (list(task.labels) or None)
+    # The fine-tuned folder is a whole model: its vocabulary beside it, found without a flag.
+    with open(tiny_model["vocab_file"], "rb") as f:
+        assert (output_dir / "vocab.txt").read_bytes() == f.read()
     examples = glue_tasks.read_examples(task, tmp_path / "data", "test")
     lines = [f"{e.text_a} ||| {e.text_b}" if e.text_b else e.text_a for e in examples]
     (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     result = subprocess.run(
         [sys.executable, str(REPO_ROOT / "predict_text.py"), "--task=classify",
-         f"--model={output_dir}", f"--vocab_file={tiny_model['vocab_file']}",
-         "--max_seq_length=32", f"--input_file={tmp_path / 'in.txt'}",
+         f"--model={output_dir}", "--max_seq_length=32", f"--input_file={tmp_path / 'in.txt'}",
          f"--output_file={tmp_path / 'answers.jsonl'}"],
         cwd=REPO_ROOT, capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -26,11 +26,13 @@ import numpy as np
 import tensorflow as tf
 
 from modeling import checkpoints
+from modeling.checkpoints.hf import VOCAB_FILE
 from modeling.task_models import ENCODER_INPUTS
 from training import prediction
 from training.batching import FIXED, ArrayExamples, Batching, DatasetFn
 from training.checkpointing import resumes
 from training.trainer import LossFn, Trainer, TrainingConfig, uses_xla
+from utils.output_files import AtomicFile
 
 
 class TrainingData(Protocol):
@@ -114,6 +116,8 @@ class FineTuningRun:
         config_fn: the training loop's settings for a run of `num_train_steps`.
         num_train_epochs: epochs of training, for `train_steps`.
         is_chief: whether this worker writes the final outputs.
+        vocab_file: the model's vocab.txt, copied beside the fine-tuned model so that its folder
+            holds a whole model, as Google's releases do; None: not copied.
     """
 
     strategy: tf.distribute.Strategy
@@ -125,6 +129,7 @@ class FineTuningRun:
     config_fn: Callable[[int], TrainingConfig]
     num_train_epochs: float = 1.0
     is_chief: bool = True
+    vocab_file: str | None = None
 
     def train_steps(self, num_examples: int) -> int:
         """The original's step count for `num_examples` examples: int(examples / batch *
@@ -179,7 +184,20 @@ def train(run: FineTuningRun, task: FineTuningTask, data: TrainingData, num_trai
     trained = Trained(model, optimizer, int(optimizer.iterations.numpy()))
     if run.is_chief:
         task.save(trained, run.output_dir)
+        if run.vocab_file:
+            copy_vocab(run.vocab_file, run.output_dir)
     return trained
+
+
+def copy_vocab(vocab_file: str, output_dir: str) -> None:
+    """`vocab_file` as `output_dir`/vocab.txt, written atomically (nothing when it is that file)."""
+    target = os.path.join(output_dir, VOCAB_FILE)
+    if os.path.exists(target) and os.path.samefile(vocab_file, target):
+        return
+    with open(vocab_file, "rb") as f:
+        data = f.read()
+    with AtomicFile(target, binary=True) as out:
+        out.write(data)
 
 
 def restore(run: FineTuningRun, task: FineTuningTask) -> Trained:
