@@ -117,7 +117,9 @@ def summarize(accuracies: dict[str, dict[str, dict[str, float]]], majority: floa
             summary.setdefault(side, {})[rate] = {
                 "seeds": len(values), "mean": statistics.mean(values),
                 "sd": statistics.stdev(values) if len(values) > 1 else 0.0,
-                "min": min(values), "below_majority": sum(v < majority for v in values)}
+                "min": min(values),
+                # The scripts write accuracies as float32: equal to the majority is not below it.
+                "below_majority": sum(v < majority - 1e-6 for v in values)}
     checks = {}
     for rate in map(_rate_name, LEARNING_RATES):
         ours = summary.get("adamw_bias_corrected", {}).get(rate)
