@@ -32,11 +32,13 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
 from bench import finetune_real_weights as finetune  # noqa: E402
 from bench.machine import machine_description  # noqa: E402
-from data.ner import conll  # noqa: E402
+from data import tokenization  # noqa: E402
+from data.ner import conll, metrics as ner_metrics  # noqa: E402
 from tasks.ner import tagging_stride  # noqa: E402
 from utils.output_files import write_text_atomically  # noqa: E402
 
 MAX_SEQ_LENGTH = 128
+LONGEST = 512  # the model's max_position_embeddings
 MIN_AGREEMENT = 0.99
 
 
@@ -61,21 +63,27 @@ def train_model(work_dir: str, shared_data: str, epochs: int) -> str:
     return output
 
 
-def document_words(test_file: str) -> list[list[list[str]]]:
-    """The test documents, each a list of sentences, each a list of words."""
+def test_documents(test_file: str) -> list[list[conll.ConllSentence]]:
+    """The test documents, each a list of sentences."""
     data = conll.read_conll_file(test_file)
-    return [[[token.word for token in sentence.tokens] for sentence in document.sentences]
-            for document in data.documents if document.sentences]
+    return [list(document.sentences) for document in data.documents if document.sentences]
 
 
-def predict(model: str, lines: list[str], work_dir: str, name: str) -> list[list[str]]:
+def entity_f1(documents: list[list[conll.ConllSentence]], tags: list[list[str]]) -> float:
+    """Entity F1 (conlleval's) of each sentence's predicted `tags` against its gold tags."""
+    gold = [[token.tag for token in s.tokens] for document in documents for s in document]
+    return ner_metrics.evaluate_ner(gold, tags).overall.f1 / 100
+
+
+def predict(model: str, lines: list[str], work_dir: str, name: str,
+            max_seq_length: int = MAX_SEQ_LENGTH) -> list[list[str]]:
     """predict_text.py --task=ner over the lines; each line's tags."""
     input_file = os.path.join(work_dir, f"{name}.txt")
     output_file = os.path.join(work_dir, f"{name}.jsonl")
     write_text_atomically(input_file, "".join(line + "\n" for line in lines))
     finetune._run([sys.executable, "predict_text.py", "--task=ner",  # pylint: disable=protected-access
                    f"--model={model}", f"--input_file={input_file}",
-                   f"--output_file={output_file}", f"--max_seq_length={MAX_SEQ_LENGTH}"],
+                   f"--output_file={output_file}", f"--max_seq_length={max_seq_length}"],
                   os.path.join(work_dir, f"{name}.log"))
     with open(output_file, encoding="utf-8") as f:
         return [json.loads(line)["tags"] for line in f]
@@ -123,9 +131,9 @@ def main() -> None:
     args = parser.parse_args()
     os.makedirs(args.work_dir, exist_ok=True)
     model = train_model(args.work_dir, args.shared_data, args.epochs)
-    documents = document_words(os.path.join(args.shared_data, "conll2003", "test.txt"))
-    sentences = [sentence for document in documents for sentence in document]
-    doc_words = [[word for sentence in document for word in sentence] for document in documents]
+    documents = test_documents(os.path.join(args.shared_data, "conll2003", "test.txt"))
+    sentences = [[token.word for token in s.tokens] for document in documents for s in document]
+    doc_words = [[token.word for s in document for token in s.tokens] for document in documents]
     _log(f"{len(documents)} test documents, {len(sentences)} sentences, "
          f"{sum(map(len, doc_words))} words")
     sentence_tags = predict(model, [" ".join(s) for s in sentences], args.work_dir, "sentences")
@@ -134,6 +142,26 @@ def main() -> None:
     for document in documents:
         by_sentence.append([tag for s in sentence_tags[index:index + len(document)] for tag in s])
         index += len(document)
+    # Windows alone, without the change of context: the documents that fit in one sequence of
+    # the model's longest (512), tagged in it and in windows of 128.
+    tokenizer = tokenization.FullTokenizer(os.path.join(model, "vocab.txt"), do_lower_case=True)
+    fitting = [i for i, w in enumerate(doc_words)
+               if len(tokenizer.tokenize(" ".join(w))) <= LONGEST - 2]
+    whole = predict(model, [" ".join(doc_words[i]) for i in fitting], args.work_dir,
+                    "documents_whole", LONGEST)
+    same_whole = sum(a == b for i, tags in zip(fitting, whole)
+                     for a, b in zip(tags, document_tags[i]))
+    fitting_words = sum(len(doc_words[i]) for i in fitting)
+    _log(f"{len(fitting)} documents in one sequence of {LONGEST} against windows: "
+         f"{same_whole}/{fitting_words} words the same tag")
+    # The documents' tags cut back into their sentences, for the F1 against the gold tags.
+    sentence_lengths = iter(map(len, sentences))
+    document_sentence_tags = []
+    for tags in document_tags:
+        while tags:
+            length = next(sentence_lengths)
+            document_sentence_tags.append(tags[:length])
+            tags = tags[length:]
     words = sum(map(len, doc_words))
     same = sum(a == b for doc_a, doc_b in zip(by_sentence, document_tags)
                for a, b in zip(doc_a, doc_b))
@@ -152,6 +180,10 @@ def main() -> None:
               "epochs": args.epochs, "max_seq_length": MAX_SEQ_LENGTH,
               "doc_stride": tagging_stride(MAX_SEQ_LENGTH, None),
               "same_tag_as_sentences": same / words,
+              "documents_in_one_sequence": len(fitting), "words_in_them": fitting_words,
+              "same_tag_as_one_sequence": same_whole / fitting_words,
+              "test_f1_sentences": entity_f1(documents, sentence_tags),
+              "test_f1_documents": entity_f1(documents, document_sentence_tags),
               "same_type_as_transformers": same_hf / words,
               "same_type_as_transformers_on_our_entity_words": same_hf_entities / entity_words,
               "documents_in_windows": int(windowed[1]), "windows": int(windowed[2]),
@@ -179,6 +211,12 @@ def report_markdown(result: dict) -> str:
         f"| each document on one line against each sentence on its own line (the same tag) | "
         f"{100 * agreement:.2f}% ({'at least' if agreement >= MIN_AGREEMENT else 'below'} "
         f"{100 * MIN_AGREEMENT:.0f}%) |",
+        f"| the {result['documents_in_one_sequence']} documents that fit in one sequence of "
+        f"{LONGEST} ({result['words_in_them']} words): in windows of {result['max_seq_length']} "
+        f"against that one sequence (the same tag) | "
+        f"{100 * result['same_tag_as_one_sequence']:.2f}% |",
+        f"| test entity F1: each sentence alone / each document whole | "
+        f"{100 * result['test_f1_sentences']:.2f} / {100 * result['test_f1_documents']:.2f} |",
         f"| documents: this project against transformers' pipeline with `stride` (entity type) | "
         f"{100 * result['same_type_as_transformers']:.2f}% |",
         f"| the same, on the words this project tags as entities | "
