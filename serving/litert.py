@@ -25,7 +25,7 @@ import tensorflow as tf
 
 from modeling.encoder import ENCODER_INPUTS
 from serving.lite_tokenizer import LiteTokenizer
-from serving.servers import MASK, TextModelServer
+from serving.servers import MASK, TextModelServer, concrete
 
 QUANTIZATIONS = ("none", "dynamic_int8", "float16")
 FILES = {
@@ -68,7 +68,7 @@ class LiteTextModel(TextModelServer):
             ids_functions["serving_fill_mask_ids"] = lambda *ids: self._fill_masks_of(
                 features(ids))
         for key, function in ids_functions.items():
-            signatures[key] = tf.function(function, input_signature=_IDS).get_concrete_function()
+            signatures[key] = concrete(function, *_IDS)
         return signatures
 
 
