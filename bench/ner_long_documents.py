@@ -89,6 +89,25 @@ def predict(model: str, lines: list[str], work_dir: str, name: str,
         return [json.loads(line)["tags"] for line in f]
 
 
+def run_ner_test_tags(model: str, documents: list[list[conll.ConllSentence]]
+                      ) -> list[list[str]] | None:
+    """Each document's tags in run_ner.py's predictions_test.txt (`word gold predicted` lines,
+    a blank line after each sentence) of the model's folder; None if it has none."""
+    path = os.path.join(model, "predictions_test.txt")
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        sentences = [[line.split()[-1] for line in block.splitlines()]
+                     for block in f.read().split("\n\n") if block.strip()]
+    tags, index = [], 0
+    for document in documents:
+        tags.append([tag for s in sentences[index:index + len(document)] for tag in s])
+        index += len(document)
+    if index != len(sentences):
+        raise ValueError(f"{path}: {len(sentences)} sentences, the test file has {index}")
+    return tags
+
+
 def entity_type(tag: str) -> str:
     return conll.parse_tag(tag)[1] or "O"
 
@@ -126,11 +145,16 @@ def main() -> None:
     parser.add_argument("--work_dir", default="/tmp/bert_ner_documents_bench")
     parser.add_argument("--output_dir", default=os.path.join(REPO_ROOT, "bench"))
     parser.add_argument("--epochs", type=int, default=finetune.TASKS["conll2003"].num_epochs)
+    parser.add_argument("--model", help="A run_ner.py output folder to use instead of training "
+                        "one (e.g. bench/ner_document_context.py's, trained with "
+                        "--document_context); its predictions_test.txt, if any, is compared too.")
+    parser.add_argument("--report_name", default="ner_long_documents",
+                        help="The report's file names in --output_dir (.json, .md).")
     parser.add_argument("--shared_data", default=os.environ.get(
         "BERT_SHARED_DATA", os.path.join(os.path.dirname(REPO_ROOT), "shared", "data")))
     args = parser.parse_args()
     os.makedirs(args.work_dir, exist_ok=True)
-    model = train_model(args.work_dir, args.shared_data, args.epochs)
+    model = args.model or train_model(args.work_dir, args.shared_data, args.epochs)
     documents = test_documents(os.path.join(args.shared_data, "conll2003", "test.txt"))
     sentences = [[token.word for token in s.tokens] for document in documents for s in document]
     doc_words = [[token.word for s in document for token in s.tokens] for document in documents]
@@ -166,6 +190,11 @@ def main() -> None:
     same = sum(a == b for doc_a, doc_b in zip(by_sentence, document_tags)
                for a, b in zip(doc_a, doc_b))
     _log(f"documents against sentences: {same}/{words} words the same tag")
+    script_tags = run_ner_test_tags(model, documents)
+    if script_tags is not None:
+        same_script = sum(a == b for doc_a, doc_b in zip(document_tags, script_tags)
+                          for a, b in zip(doc_a, doc_b))
+        _log(f"documents against run_ner.py's test predictions: {same_script}/{words} words")
     texts = [" ".join(w) for w in doc_words]
     hf_types = transformers_word_types(model, args.work_dir, texts, doc_words)
     ours = [[entity_type(tag) for tag in tags] for tags in document_tags]
@@ -177,7 +206,8 @@ def main() -> None:
         windowed = re.search(r"(\d+) of \d+ texts were longer than max_seq_length=\d+: tagged "
                              r"in (\d+) windows", f.read())
     result = {"documents": len(documents), "sentences": len(sentences), "words": words,
-              "epochs": args.epochs, "max_seq_length": MAX_SEQ_LENGTH,
+              "model": args.model, "epochs": None if args.model else args.epochs,
+              "max_seq_length": MAX_SEQ_LENGTH,
               "doc_stride": tagging_stride(MAX_SEQ_LENGTH, None),
               "same_tag_as_sentences": same / words,
               "documents_in_one_sequence": len(fitting), "words_in_them": fitting_words,
@@ -188,29 +218,29 @@ def main() -> None:
               "same_type_as_transformers_on_our_entity_words": same_hf_entities / entity_words,
               "documents_in_windows": int(windowed[1]), "windows": int(windowed[2]),
               "machine": machine_description()}
+    if script_tags is not None:
+        result["same_tag_as_run_ner_test"] = same_script / words
     with open(os.path.join(model, "eval_results.txt"), encoding="utf-8") as f:
         result["dev"] = {k: float(v) for k, v in (l.strip().split(" = ") for l in f if " = " in l)}
-    write_text_atomically(os.path.join(args.output_dir, "ner_long_documents.json"),
-                          json.dumps(result, indent=1, sort_keys=True) + "\n")
-    write_text_atomically(os.path.join(args.output_dir, "ner_long_documents.md"),
-                          report_markdown(result))
-    _log(f"report: {os.path.join(args.output_dir, 'ner_long_documents.md')}")
+    report = os.path.join(args.output_dir, args.report_name)
+    write_text_atomically(report + ".json", json.dumps(result, indent=1, sort_keys=True) + "\n")
+    write_text_atomically(report + ".md", report_markdown(result))
+    _log(f"report: {report}.md")
 
 
 def report_markdown(result: dict) -> str:
     agreement = result["same_tag_as_sentences"]
-    return "\n".join([
-        "# CoNLL-2003 test documents tagged whole, in windows", "",
-        f"all-MiniLM-L6-v2 fine-tuned by `run_ner.py` ({result['epochs']} epochs; dev F1 "
-        f"{100 * result['dev']['eval_f1']:.1f}), max_seq_length {result['max_seq_length']}, "
-        f"`--doc_stride` {result['doc_stride']} (the default). {result['documents']} test "
-        f"documents ({result['documents_in_windows']} of them longer than one sequence, read in "
-        f"{result['windows']} windows), {result['sentences']} sentences, {result['words']} words.",
-        "",
-        "| compared | words in agreement |", "|---|---|",
+    model = (f"The model in `{result['model']}`" if result.get("model") else
+             f"all-MiniLM-L6-v2 fine-tuned by `run_ner.py` ({result['epochs']} epochs)")
+    rows = [
         f"| each document on one line against each sentence on its own line (the same tag) | "
         f"{100 * agreement:.2f}% ({'at least' if agreement >= MIN_AGREEMENT else 'below'} "
-        f"{100 * MIN_AGREEMENT:.0f}%) |",
+        f"{100 * MIN_AGREEMENT:.0f}%) |"]
+    if "same_tag_as_run_ner_test" in result:
+        rows.append("| each document on one line against run_ner.py's test predictions "
+                    "(`predictions_test.txt`; with `--document_context`, each sentence amid its "
+                    f"document) | {100 * result['same_tag_as_run_ner_test']:.2f}% |")
+    rows += [
         f"| the {result['documents_in_one_sequence']} documents that fit in one sequence of "
         f"{LONGEST} ({result['words_in_them']} words): in windows of {result['max_seq_length']} "
         f"against that one sequence (the same tag) | "
@@ -220,9 +250,16 @@ def report_markdown(result: dict) -> str:
         f"| documents: this project against transformers' pipeline with `stride` (entity type) | "
         f"{100 * result['same_type_as_transformers']:.2f}% |",
         f"| the same, on the words this project tags as entities | "
-        f"{100 * result['same_type_as_transformers_on_our_entity_words']:.2f}% |", "",
+        f"{100 * result['same_type_as_transformers_on_our_entity_words']:.2f}% |"]
+    return "\n".join([
+        "# CoNLL-2003 test documents tagged whole, in windows", "",
+        f"{model}, dev F1 {100 * result['dev']['eval_f1']:.1f}, max_seq_length "
+        f"{result['max_seq_length']}, `--doc_stride` {result['doc_stride']} (the default). "
+        f"{result['documents']} test documents ({result['documents_in_windows']} of them longer "
+        f"than one sequence, read in {result['windows']} windows), {result['sentences']} "
+        f"sentences, {result['words']} words.", "",
+        "| compared | words in agreement |", "|---|---|", *rows, "",
         f"Machine: {result['machine']['cpu']}, {', '.join(result['machine']['isa'])}.", ""])
-
 
 if __name__ == "__main__":
     main()

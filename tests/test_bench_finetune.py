@@ -297,3 +297,36 @@ def test_optimizer_benchmark_summary_checks_and_choice_by_hand():
     assert found["chosen"]["adamw_bias_corrected"] == {"learning_rate": "5e-5", "seed": 3,
                                                        "accuracy": 0.58}
     assert found["chosen"]["transformers"]["accuracy"] == 0.60
+
+
+def test_ner_document_context_summary_and_log_parsing():
+    from bench import ner_document_context
+    runs = {"sentence": {"1": {"dev_f1": 0.90, "test_f1": 0.86},
+                         "2": {"dev_f1": 0.92, "test_f1": 0.85}},
+            "document_context": {"1": {"dev_f1": 0.93, "test_f1": 0.88}}}
+    summary = ner_document_context.summarize(runs)
+    assert summary["sentence"]["dev_f1"]["mean"] == pytest.approx(0.91)
+    assert summary["sentence"]["test_f1"]["sd"] == pytest.approx(np.std([0.86, 0.85], ddof=1))
+    assert summary["document_context"]["test_f1"] == {"mean": 0.88, "sd": 0.0}
+    # The header the training loop logs (training/fine_tuning.py), read back for the run's size.
+    line = ("I1205 08:57:06.926809 1 fine_tuning.py:161] ***** Running training *****: "
+            "14041 examples, batch size 32, 1316 steps")
+    assert ner_document_context._TRAINING.findall(line) == [("14041", "1316")]
+
+
+def test_ner_long_documents_reads_run_ner_predictions_by_document(tmp_path):
+    from bench import ner_long_documents
+    test_file = tmp_path / "test.txt"
+    test_file.write_text("-DOCSTART- -X- -X- O\n\nEU NNP B-NP B-ORG\nrejects VBZ B-VP O\n\n"
+                         "Peter NNP B-NP B-PER\n\n-DOCSTART- -X- -X- O\n\nBonn NNP B-NP B-LOC\n",
+                         encoding="utf-8")
+    documents = ner_long_documents.test_documents(str(test_file))
+    assert [len(d) for d in documents] == [2, 1]
+    assert ner_long_documents.run_ner_test_tags(str(tmp_path), documents) is None
+    (tmp_path / "predictions_test.txt").write_text(
+        "EU B-ORG B-ORG\nrejects O O\n\nPeter B-PER I-PER\n\nBonn B-LOC O\n\n", encoding="utf-8")
+    assert ner_long_documents.run_ner_test_tags(str(tmp_path), documents) == [
+        ["B-ORG", "O", "I-PER"], ["O"]]
+    (tmp_path / "predictions_test.txt").write_text("EU B-ORG B-ORG\n\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="predictions_test.txt: 1 sentences"):
+        ner_long_documents.run_ner_test_tags(str(tmp_path), documents)
