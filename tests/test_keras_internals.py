@@ -12,7 +12,7 @@ def test_every_private_name_relied_on_exists_in_the_installed_versions():
     assert not gone, (
         f"keras {keras.__version__} / tensorflow {tf.__version__} lack {', '.join(gone)}, which "
         f"training/keras_internals.py relies on (written for {keras_internals.WRITTEN_FOR}); "
-        "adapt that module and training/optimizer.py's _backend_update_step")
+        "adapt that module and training/moment_optimizer.py's _backend_update_step")
 
 
 def test_keras_calls_the_overridden_update_step_which_clips_the_gradient():

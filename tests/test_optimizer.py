@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 from modeling.checkpoints import names as checkpoint_names
-from training import optimizer as optimizer_module
+from training import moment_optimizer
 from training.optimizer import (EXCLUDE_FROM_WEIGHT_DECAY, AdamWeightDecay,
                                 BiasCorrectedAdamWeightDecay, Lamb, create_optimizer)
 
@@ -63,7 +63,7 @@ def update_kernel(request, monkeypatch):
     """Updates by plain ops (the path of small variables: AdamWeightDecay's and LAMB's excluded
     ones grouped, LAMB's others one by one), or each variable's XLA computation (large ones)."""
     threshold = 1 << 62 if request.param == "plain_ops" else 0
-    monkeypatch.setattr(optimizer_module, "_XLA_UPDATE_MIN_ELEMENTS", threshold)
+    monkeypatch.setattr(moment_optimizer, "_XLA_UPDATE_MIN_ELEMENTS", threshold)
     return request.param
 
 
@@ -464,11 +464,11 @@ def mirrored_trajectory_check(fixtures_dir: str, xla_update_min_elements: int) -
 
     Runs in a fresh process: the two logical CPUs must be declared before TF initialises.
     """
-    optimizer_module._XLA_UPDATE_MIN_ELEMENTS = xla_update_min_elements
+    moment_optimizer._XLA_UPDATE_MIN_ELEMENTS = xla_update_min_elements
     in_place_updates = []  # one per replica and variable, where the in-place path is taken
-    for values_fn, update in list(optimizer_module._XLA_IN_PLACE.items()):
-        optimizer_module._XLA_IN_PLACE[values_fn] = \
-            lambda *args, update=update: (in_place_updates.append(args[0].device), update(*args))
+    in_place = moment_optimizer._in_place
+    moment_optimizer._in_place = lambda values_fn: lambda *args: (
+        in_place_updates.append(args[0].device), in_place(values_fn)(*args))
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
@@ -500,8 +500,8 @@ def mirrored_trajectory_check(fixtures_dir: str, xla_update_min_elements: int) -
         elsewhere = tf.Variable(0.0)
     with tf.device("/cpu:0"):
         slot = keras.Variable(0.0)
-    assert optimizer_module._on_device_of(elsewhere, slot) is None
-    (found,) = optimizer_module._on_device_of(slot.value, slot)
+    assert moment_optimizer._on_device_of(elsewhere, slot) is None
+    (found,) = moment_optimizer._on_device_of(slot.value, slot)
     assert found is slot.value
 
 

@@ -7,11 +7,11 @@ gives a behaviour no public API offers:
   learning_rate)`, sums the gradients across replicas (`_all_reduce_sum_gradients`) and then
   updates each variable (`_distributed_tf_update_step`, run through
   `tf.__internal__.distribute.interim.maybe_merge_call` with `_distribution_strategy`).
-  `training.optimizer` overrides it to clip the summed gradient between the two, as the original
-  clips the gradient its update uses, and overrides `_distributed_tf_update_step(distribution,
-  grads_and_vars, learning_rate)` to update small variables together (the others through
-  Keras's, one `distribution.extended.update` each); `_get_variable_index` finds a variable's
-  slots.
+  `training.moment_optimizer` overrides it to clip the summed gradient between the two, as the
+  original clips the gradient its update uses, and overrides `_distributed_tf_update_step(
+  distribution, grads_and_vars, learning_rate)` to update small variables together (the others
+  through Keras's, one `distribution.extended.update` each); `_get_variable_index` finds a
+  variable's slots.
 - `strategy.extended._in_multi_worker_mode()` tells a strategy that spans several workers.
 
 `missing()` names whatever of these an installed version lacks; tests/test_keras_internals.py

@@ -4,175 +4,23 @@ optimizers.
 All three clip the gradients to a global norm before the update, exclude variables whose path
 matches one of `exclude_from_weight_decay` (`re.search`, as the original) from weight decay, and
 keep two slots per variable (`adam_m`, `adam_v`) that `moment_slots()` returns by variable path,
-so that a checkpoint writer can name them `<var>/adam_m` and `<var>/adam_v` as the original does.
-
-Clipping acts on the gradient the update uses: under a `tf.distribute` strategy the per-replica
-gradients are summed across replicas first, then clipped, so N replicas that each pass a share of
-the gradient take the same step as one device given the whole gradient.
+so that a checkpoint writer can name them `<var>/adam_m` and `<var>/adam_v` as the original does
+(the shared part: `training.moment_optimizer`). Each optimizer here is its update rule.
 """
-import re
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import keras
 import tensorflow as tf
 
-from training import keras_internals
+from training.moment_optimizer import MomentOptimizer
 from training.schedule import WarmupLinearDecay
 
 # The original `exclude_from_weight_decay` of run_pretraining.py / run_classifier.py.
 EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
-# Keras clipping and weight-decay options that would act a second time on top of this file's own.
-_CONFLICTING_KERAS_OPTIONS = ("weight_decay", "clipnorm", "clipvalue", "global_clipnorm")
-
-
-class _MomentOptimizer(keras.optimizers.Optimizer):
-    """What the three optimizers share: moments, clipping, weight-decay exclusion."""
-
-    def __init__(self, learning_rate, weight_decay_rate: float, beta_1: float, beta_2: float,
-                 epsilon: float, exclude_from_weight_decay: Sequence[str] | None,
-                 clip_norm: float | None, name: str, **kwargs):
-        for option in _CONFLICTING_KERAS_OPTIONS:
-            if kwargs.pop(option, None) is not None:
-                raise ValueError(f"{option} is not supported by {type(self).__name__}; use "
-                                 "weight_decay_rate and clip_norm instead")
-        super().__init__(learning_rate=learning_rate, name=name, **kwargs)
-        if clip_norm is not None and clip_norm <= 0:
-            raise ValueError(f"clip_norm must be positive or None, got clip_norm={clip_norm}")
-        self.weight_decay_rate = float(weight_decay_rate)
-        self.beta_1 = float(beta_1)
-        self.beta_2 = float(beta_2)
-        self.epsilon = float(epsilon)
-        self.exclude_from_weight_decay = tuple(exclude_from_weight_decay or ())
-        self.clip_norm = None if clip_norm is None else float(clip_norm)
-
-    def build(self, var_list: list[keras.Variable]) -> None:
-        if self.built:
-            return
-        super().build(var_list)
-        self._adam_m, self._adam_v = self.add_optimizer_variables(var_list, ["adam_m", "adam_v"])
-        self._paths = [variable.path for variable in var_list]
-        self._excluded = [
-            any(re.search(pattern, path) for pattern in self.exclude_from_weight_decay)
-            for path in self._paths]
-
-    def _do_use_weight_decay(self, index: int) -> bool:
-        """The original rule: decay unless the rate is 0 or a pattern matches the variable name."""
-        return bool(self.weight_decay_rate) and not self._excluded[index]
-
-    def moment_slots(self) -> dict[str, tuple[keras.Variable, keras.Variable]]:
-        """{variable path: (adam_m, adam_v)}: the slot variables themselves, to read or assign."""
-        if not self.built:
-            raise ValueError(f"{self.name} has no slots before it is built; call build(variables) "
-                             "or apply gradients first")
-        return {path: (m, v) for path, m, v in zip(self._paths, self._adam_m, self._adam_v)}
-
-    def weight_decay_applied(self) -> dict[str, bool]:
-        """{variable path: whether the update adds weight decay}."""
-        if not self.built:
-            raise ValueError(f"{self.name} is not built yet; call build(variables) first")
-        return {path: self._do_use_weight_decay(i) for i, path in enumerate(self._paths)}
-
-    def _backend_update_step(self, grads, trainable_variables, learning_rate):
-        # Keras's TF backend sums the gradients across replicas here and then updates each
-        # variable; clipping goes between the two, on the summed gradient (private API:
-        # training/keras_internals.py).
-        variables = [v.value if isinstance(v, keras.Variable) else v for v in trainable_variables]
-        grads_and_vars = self._all_reduce_sum_gradients(list(zip(grads, variables)))
-        grads = [grad for grad, _ in grads_and_vars]
-        if self.clip_norm is not None:
-            grads, _ = tf.clip_by_global_norm(grads, self.clip_norm)
-        keras_internals.merge_call(self._distributed_tf_update_step, self._distribution_strategy,
-                                   list(zip(grads, variables)), learning_rate)
-
-    def _rule(self, index: int, dtype, learning_rate) -> tuple[Callable, tuple]:
-        """Variable `index`'s update: `values_fn` and its arguments after the gradient."""
-        raise NotImplementedError
-
-    def _elementwise(self, index: int) -> bool:
-        """Whether variable `index`'s update acts element by element (no norm of the variable)."""
-        raise NotImplementedError
-
-    def update_step(self, gradient, variable, learning_rate):
-        index = self._get_variable_index(variable)
-        values_fn, args = self._rule(index, variable.dtype, learning_rate)
-        self._update(values_fn, variable, index, gradient, *args)
-
-    def _update(self, values_fn, variable, index: int, gradient, *args) -> None:
-        """Sets (variable, m, v) to `values_fn(variable, m, v, gradient, *args)`."""
-        m, v = self._adam_m[index], self._adam_v[index]
-        # Sparse (embedding) gradients update every row, as in the original's dense arithmetic.
-        gradient = tf.cast(tf.convert_to_tensor(gradient), variable.dtype)
-        if variable.shape.num_elements() >= _XLA_UPDATE_MIN_ELEMENTS:
-            slots = _on_device_of(variable, m, v)
-            if slots is not None:
-                _XLA_IN_PLACE[values_fn](variable, *slots, gradient, *args)
-                return
-        values = values_fn(*(tf.convert_to_tensor(t) for t in (variable, m, v)), gradient, *args)
-        for target, value in zip((variable, m, v), values):
-            self.assign(target, value)
-
-    def _distributed_tf_update_step(self, distribution, grads_and_vars, learning_rate):
-        # Small variables whose updates act element by element with the same arguments (biases,
-        # LayerNorm parameters: two thirds of BERT's variables) take one update over their
-        # concatenation, the same arithmetic for every element, in a few dozen ops of the
-        # step's graph instead of a few dozen per variable; the others, one update each.
-        groups, singles = {}, []
-        for gradient, variable in grads_and_vars:
-            index = self._get_variable_index(variable)
-            if variable.shape.num_elements() < _XLA_UPDATE_MIN_ELEMENTS and \
-                    self._elementwise(index):
-                key = variable.dtype, self._do_use_weight_decay(index)
-                groups.setdefault(key, []).append((gradient, variable, index))
-            else:
-                singles.append((gradient, variable))
-        for members in groups.values():
-            anchor = members[0][1]
-            if len(members) > 1 and all(
-                    self._group_targets(copy, members) is not None
-                    for copy in distribution.experimental_local_results(anchor)):
-                distribution.extended.update(anchor, self._update_group,
-                                             args=(members, learning_rate), group=False)
-            else:
-                singles += [(gradient, variable) for gradient, variable, _ in members]
-        super()._distributed_tf_update_step(distribution, singles, learning_rate)
-
-    def _group_targets(self, anchor: tf.Variable, members) -> list[list[tf.Variable]] | None:
-        """Each member's (variable, m, v) on `anchor`'s device; None where one has no copy there."""
-        targets = [_on_device_of(anchor, variable, self._adam_m[index], self._adam_v[index])
-                   for _, variable, index in members]
-        return None if None in targets else targets
-
-    def _update_group(self, anchor: tf.Variable, members, learning_rate) -> None:
-        """`_update` of every member [(gradient, variable, index)] at once, on `anchor`'s device."""
-        targets = self._group_targets(anchor, members)
-        values_fn, args = self._rule(members[0][2], anchor.dtype, learning_rate)
-        gradients = [tf.cast(tf.convert_to_tensor(gradient), anchor.dtype)
-                     for gradient, _, _ in members]
-        columns = [*zip(*targets)]  # variables, m, v
-        inputs = [tf.concat([_flat(t) for t in column], 0) for column in (*columns, gradients)]
-        sizes = [variable.shape.num_elements() for variable in columns[0]]
-        for column, value in zip(columns, values_fn(*inputs, *args)):
-            for target, piece in zip(column, tf.split(value, sizes)):
-                target.assign(piece if target.shape.rank == 1 else
-                              tf.reshape(piece, target.shape))
-
-    def get_config(self) -> dict[str, Any]:
-        config = super().get_config()
-        for option in _CONFLICTING_KERAS_OPTIONS:
-            config.pop(option)
-        config.update({
-            "weight_decay_rate": self.weight_decay_rate,
-            "beta_1": self.beta_1,
-            "beta_2": self.beta_2,
-            "epsilon": self.epsilon,
-            "exclude_from_weight_decay": list(self.exclude_from_weight_decay),
-            "clip_norm": self.clip_norm,
-        })
-        return config
 
 
 @keras.saving.register_keras_serializable(package="bert")
-class AdamWeightDecay(_MomentOptimizer):
+class AdamWeightDecay(MomentOptimizer):
     """The original `AdamWeightDecayOptimizer` (google-research/bert `optimization.py`).
 
     Adam without bias correction, with weight decay added to the update (decoupled from the
@@ -200,7 +48,7 @@ class AdamWeightDecay(_MomentOptimizer):
 
 
 @keras.saving.register_keras_serializable(package="bert")
-class BiasCorrectedAdamWeightDecay(_MomentOptimizer):
+class BiasCorrectedAdamWeightDecay(MomentOptimizer):
     """Adam with bias correction and decoupled weight decay: Model Garden's `AdamWeightDecay`
     (tensorflow/models `official/nlp/optimization.py`, Keras's Adam with the decay added), with
     the original's clipping and exclusions.
@@ -253,7 +101,7 @@ class BiasCorrectedAdamWeightDecay(_MomentOptimizer):
 
 
 @keras.saving.register_keras_serializable(package="bert")
-class Lamb(_MomentOptimizer):
+class Lamb(MomentOptimizer):
     """LAMB (You et al. 2019, "Large Batch Optimization for Deep Learning", Algorithm 2).
 
     Adam moments with bias correction, `update = m_hat / (sqrt(v_hat) + epsilon)
@@ -277,17 +125,6 @@ class Lamb(_MomentOptimizer):
 
     def _elementwise(self, index: int) -> bool:
         return self._excluded[index]  # no trust ratio
-
-
-# A large variable's update is one XLA computation that overwrites the variable and its two slots
-# in place (XLA aliases each with its new value), a single pass over their memory. Written as
-# separate TensorFlow ops, an update leaves a dozen temporaries of the variable's size, which the
-# graph's executor keeps alive across variables, updating them side by side: at BERT-Base size
-# the update phase raised a training step's peak memory by 2.2 GB that way (bench/README.md, "Training
-# memory"). The arithmetic is the same, op for op. Small variables (biases, LayerNorm) take the
-# plain ops: their temporaries do not matter, and compiling each of their shapes would cost more
-# than it saves.
-_XLA_UPDATE_MIN_ELEMENTS = 1 << 16
 
 
 def _adam_weight_decay_values(variable, m, v, gradient, learning_rate, beta_1: float,
@@ -334,39 +171,6 @@ def _lamb_values(variable, m, v, gradient, learning_rate, local_step, beta_1: fl
         both_positive = tf.logical_and(w_norm > 0.0, update_norm > 0.0)
         ratio = tf.where(both_positive, w_norm / update_norm, 1.0)
     return variable - learning_rate * ratio * update, next_m, next_v
-
-
-def _in_place(values_fn):
-    """`values_fn` as one XLA computation that assigns its (variable, m, v) to the three."""
-    def update(variable, m, v, *args):
-        for target, value in zip((variable, m, v), values_fn(variable, m, v, *args)):
-            target.assign(value)
-    return tf.function(update, jit_compile=True)
-
-
-_XLA_IN_PLACE = {fn: _in_place(fn) for fn in (_adam_weight_decay_values,
-                                               _bias_corrected_adam_weight_decay_values,
-                                               _lamb_values)}
-
-
-def _on_device_of(variable: tf.Variable, *others: keras.Variable | tf.Variable
-                  ) -> list[tf.Variable] | None:
-    """Each of `others` (slots, variables) as its tf.Variable on `variable`'s device (under a
-    strategy's update, `variable` is one replica's copy and the others hold one per replica); None
-    where one has none there (a strategy that updates distributed variables whole), and the update
-    takes the plain ops."""
-    found = []
-    for other in others:
-        other = other.value if isinstance(other, keras.Variable) else other
-        copies = tf.distribute.get_strategy().experimental_local_results(other)
-        found += [copy for copy in copies if copy.device == variable.device][:1]
-    return found if len(found) == len(others) else None
-
-
-def _flat(tensor) -> tf.Tensor:
-    """`tensor` read as a vector."""
-    tensor = tf.convert_to_tensor(tensor)
-    return tensor if tensor.shape.rank == 1 else tf.reshape(tensor, [-1])
 
 
 _OPTIMIZER_CLASSES = {"adamw": AdamWeightDecay,
