@@ -89,6 +89,18 @@ def predict(model: str, lines: list[str], work_dir: str, name: str,
         return [json.loads(line)["tags"] for line in f]
 
 
+def by_document(documents: list[list[conll.ConllSentence]], sentence_tags: list[list[str]]
+                ) -> list[list[str]]:
+    """Per-sentence tag lists joined into one list per document."""
+    tags, index = [], 0
+    for document in documents:
+        tags.append([tag for s in sentence_tags[index:index + len(document)] for tag in s])
+        index += len(document)
+    if index != len(sentence_tags):
+        raise ValueError(f"{len(sentence_tags)} sentences' tags for {index} sentences")
+    return tags
+
+
 def run_ner_test_tags(model: str, documents: list[list[conll.ConllSentence]]
                       ) -> list[list[str]] | None:
     """Each document's tags in run_ner.py's predictions_test.txt (`word gold predicted` lines,
@@ -99,13 +111,10 @@ def run_ner_test_tags(model: str, documents: list[list[conll.ConllSentence]]
     with open(path, encoding="utf-8") as f:
         sentences = [[line.split()[-1] for line in block.splitlines()]
                      for block in f.read().split("\n\n") if block.strip()]
-    tags, index = [], 0
-    for document in documents:
-        tags.append([tag for s in sentences[index:index + len(document)] for tag in s])
-        index += len(document)
-    if index != len(sentences):
-        raise ValueError(f"{path}: {len(sentences)} sentences, the test file has {index}")
-    return tags
+    try:
+        return by_document(documents, sentences)
+    except ValueError as error:
+        raise ValueError(f"{path}: {error}") from None
 
 
 def entity_type(tag: str) -> str:
@@ -140,6 +149,69 @@ def transformers_word_types(model: str, work_dir: str, texts: list[str],
     return types
 
 
+def same_count(first: list[list[str]], second: list[list[str]], only_entities: bool = False
+               ) -> int:
+    """How many words get the same tag in both (only those `first` tags as entities)."""
+    return sum(a == b for doc_a, doc_b in zip(first, second) for a, b in zip(doc_a, doc_b)
+               if not only_entities or a != "O")
+
+
+def measure(model: str, documents: list[list[conll.ConllSentence]], work_dir: str) -> dict:
+    """The documents tagged whole against the other ways of tagging them; the report's figures."""
+    sentences = [[token.word for token in s.tokens] for document in documents for s in document]
+    doc_words = [[token.word for s in document for token in s.tokens] for document in documents]
+    words = sum(map(len, doc_words))
+    _log(f"{len(documents)} test documents, {len(sentences)} sentences, {words} words")
+    sentence_tags = predict(model, [" ".join(s) for s in sentences], work_dir, "sentences")
+    document_tags = predict(model, [" ".join(w) for w in doc_words], work_dir, "documents")
+    # Windows alone, without the change of context: the documents that fit in one sequence of
+    # the model's longest (512), tagged in it and in windows of 128.
+    tokenizer = tokenization.FullTokenizer(os.path.join(model, "vocab.txt"), do_lower_case=True)
+    fitting = [i for i, w in enumerate(doc_words)
+               if len(tokenizer.tokenize(" ".join(w))) <= LONGEST - 2]
+    whole = predict(model, [" ".join(doc_words[i]) for i in fitting], work_dir,
+                    "documents_whole", LONGEST)
+    same_whole = same_count(whole, [document_tags[i] for i in fitting])
+    fitting_words = sum(len(doc_words[i]) for i in fitting)
+    _log(f"{len(fitting)} documents in one sequence of {LONGEST} against windows: "
+         f"{same_whole}/{fitting_words} words the same tag")
+    # The documents' tags cut back into their sentences, for the F1 against the gold tags.
+    sentence_lengths = iter(map(len, sentences))
+    document_sentence_tags = []
+    for tags in document_tags:
+        while tags:
+            length = next(sentence_lengths)
+            document_sentence_tags.append(tags[:length])
+            tags = tags[length:]
+    same = same_count(by_document(documents, sentence_tags), document_tags)
+    _log(f"documents against sentences: {same}/{words} words the same tag")
+    ours = [[entity_type(tag) for tag in tags] for tags in document_tags]
+    hf_types = transformers_word_types(model, work_dir, [" ".join(w) for w in doc_words],
+                                       doc_words)
+    with open(os.path.join(work_dir, "documents.log"), encoding="utf-8") as f:
+        windowed = re.search(r"(\d+) of \d+ texts were longer than max_seq_length=\d+: tagged "
+                             r"in (\d+) windows", f.read())
+    result = {"documents": len(documents), "sentences": len(sentences), "words": words,
+              "max_seq_length": MAX_SEQ_LENGTH,
+              "doc_stride": tagging_stride(MAX_SEQ_LENGTH, None),
+              "same_tag_as_sentences": same / words,
+              "documents_in_one_sequence": len(fitting), "words_in_them": fitting_words,
+              "same_tag_as_one_sequence": same_whole / fitting_words,
+              "test_f1_sentences": entity_f1(documents, sentence_tags),
+              "test_f1_documents": entity_f1(documents, document_sentence_tags),
+              "same_type_as_transformers": same_count(ours, hf_types) / words,
+              "same_type_as_transformers_on_our_entity_words":
+                  same_count(ours, hf_types, only_entities=True)
+                  / sum(t != "O" for doc in ours for t in doc),
+              "documents_in_windows": int(windowed[1]), "windows": int(windowed[2])}
+    script_tags = run_ner_test_tags(model, documents)
+    if script_tags is not None:
+        result["same_tag_as_run_ner_test"] = same_count(document_tags, script_tags) / words
+        _log(f"documents against run_ner.py's test predictions: "
+             f"{100 * result['same_tag_as_run_ner_test']:.2f}% of words the same tag")
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work_dir", default="/tmp/bert_ner_documents_bench")
@@ -156,70 +228,8 @@ def main() -> None:
     os.makedirs(args.work_dir, exist_ok=True)
     model = args.model or train_model(args.work_dir, args.shared_data, args.epochs)
     documents = test_documents(os.path.join(args.shared_data, "conll2003", "test.txt"))
-    sentences = [[token.word for token in s.tokens] for document in documents for s in document]
-    doc_words = [[token.word for s in document for token in s.tokens] for document in documents]
-    _log(f"{len(documents)} test documents, {len(sentences)} sentences, "
-         f"{sum(map(len, doc_words))} words")
-    sentence_tags = predict(model, [" ".join(s) for s in sentences], args.work_dir, "sentences")
-    document_tags = predict(model, [" ".join(w) for w in doc_words], args.work_dir, "documents")
-    by_sentence, index = [], 0
-    for document in documents:
-        by_sentence.append([tag for s in sentence_tags[index:index + len(document)] for tag in s])
-        index += len(document)
-    # Windows alone, without the change of context: the documents that fit in one sequence of
-    # the model's longest (512), tagged in it and in windows of 128.
-    tokenizer = tokenization.FullTokenizer(os.path.join(model, "vocab.txt"), do_lower_case=True)
-    fitting = [i for i, w in enumerate(doc_words)
-               if len(tokenizer.tokenize(" ".join(w))) <= LONGEST - 2]
-    whole = predict(model, [" ".join(doc_words[i]) for i in fitting], args.work_dir,
-                    "documents_whole", LONGEST)
-    same_whole = sum(a == b for i, tags in zip(fitting, whole)
-                     for a, b in zip(tags, document_tags[i]))
-    fitting_words = sum(len(doc_words[i]) for i in fitting)
-    _log(f"{len(fitting)} documents in one sequence of {LONGEST} against windows: "
-         f"{same_whole}/{fitting_words} words the same tag")
-    # The documents' tags cut back into their sentences, for the F1 against the gold tags.
-    sentence_lengths = iter(map(len, sentences))
-    document_sentence_tags = []
-    for tags in document_tags:
-        while tags:
-            length = next(sentence_lengths)
-            document_sentence_tags.append(tags[:length])
-            tags = tags[length:]
-    words = sum(map(len, doc_words))
-    same = sum(a == b for doc_a, doc_b in zip(by_sentence, document_tags)
-               for a, b in zip(doc_a, doc_b))
-    _log(f"documents against sentences: {same}/{words} words the same tag")
-    script_tags = run_ner_test_tags(model, documents)
-    if script_tags is not None:
-        same_script = sum(a == b for doc_a, doc_b in zip(document_tags, script_tags)
-                          for a, b in zip(doc_a, doc_b))
-        _log(f"documents against run_ner.py's test predictions: {same_script}/{words} words")
-    texts = [" ".join(w) for w in doc_words]
-    hf_types = transformers_word_types(model, args.work_dir, texts, doc_words)
-    ours = [[entity_type(tag) for tag in tags] for tags in document_tags]
-    same_hf = sum(a == b for doc_a, doc_b in zip(ours, hf_types) for a, b in zip(doc_a, doc_b))
-    entity_words = sum(t != "O" for doc in ours for t in doc)
-    same_hf_entities = sum(a == b for doc_a, doc_b in zip(ours, hf_types)
-                           for a, b in zip(doc_a, doc_b) if a != "O")
-    with open(os.path.join(args.work_dir, "documents.log"), encoding="utf-8") as f:
-        windowed = re.search(r"(\d+) of \d+ texts were longer than max_seq_length=\d+: tagged "
-                             r"in (\d+) windows", f.read())
-    result = {"documents": len(documents), "sentences": len(sentences), "words": words,
-              "model": args.model, "epochs": None if args.model else args.epochs,
-              "max_seq_length": MAX_SEQ_LENGTH,
-              "doc_stride": tagging_stride(MAX_SEQ_LENGTH, None),
-              "same_tag_as_sentences": same / words,
-              "documents_in_one_sequence": len(fitting), "words_in_them": fitting_words,
-              "same_tag_as_one_sequence": same_whole / fitting_words,
-              "test_f1_sentences": entity_f1(documents, sentence_tags),
-              "test_f1_documents": entity_f1(documents, document_sentence_tags),
-              "same_type_as_transformers": same_hf / words,
-              "same_type_as_transformers_on_our_entity_words": same_hf_entities / entity_words,
-              "documents_in_windows": int(windowed[1]), "windows": int(windowed[2]),
-              "machine": machine_description()}
-    if script_tags is not None:
-        result["same_tag_as_run_ner_test"] = same_script / words
+    result = {**measure(model, documents, args.work_dir), "model": args.model,
+              "epochs": None if args.model else args.epochs, "machine": machine_description()}
     with open(os.path.join(model, "eval_results.txt"), encoding="utf-8") as f:
         result["dev"] = {k: float(v) for k, v in (l.strip().split(" = ") for l in f if " = " in l)}
     report = os.path.join(args.output_dir, args.report_name)

@@ -327,6 +327,10 @@ def test_ner_long_documents_reads_run_ner_predictions_by_document(tmp_path):
         "EU B-ORG B-ORG\nrejects O O\n\nPeter B-PER I-PER\n\nBonn B-LOC O\n\n", encoding="utf-8")
     assert ner_long_documents.run_ner_test_tags(str(tmp_path), documents) == [
         ["B-ORG", "O", "I-PER"], ["O"]]
+    # Words in agreement, and among them those the first tagging calls entities.
+    first, second = [["B-ORG", "O", "I-PER"], ["O"]], [["B-ORG", "O", "B-PER"], ["B-LOC"]]
+    assert ner_long_documents.same_count(first, second) == 2
+    assert ner_long_documents.same_count(first, second, only_entities=True) == 1
     (tmp_path / "predictions_test.txt").write_text("EU B-ORG B-ORG\n\n", encoding="utf-8")
     with pytest.raises(ValueError, match="predictions_test.txt: 1 sentences"):
         ner_long_documents.run_ner_test_tags(str(tmp_path), documents)
