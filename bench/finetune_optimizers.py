@@ -34,6 +34,8 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
 from bench import finetune_real_weights as finetune  # noqa: E402
 from bench.machine import machine_description  # noqa: E402
+from bench.paper_selection import (best_run, metric_table, rate_name,  # noqa: E402
+                                   run_selection, run_transformers_grid)
 from data.classifier import glue_tasks  # noqa: E402
 from utils.output_files import write_text_atomically  # noqa: E402
 
@@ -62,37 +64,6 @@ def majority_class_accuracy(data_dir: str) -> float:
     return max(labels.count(label) for label in set(labels)) / len(labels)
 
 
-def run_selection(optimizer: str, bert: str, data_dir: str, work_dir: str) -> dict:
-    """This project's grid for one optimizer, by select_fine_tuning.py; its selection.json."""
-    output_dir = os.path.join(work_dir, f"select_{optimizer}")
-    os.makedirs(output_dir, exist_ok=True)
-    finetune._run([  # pylint: disable=protected-access
-        sys.executable, "select_fine_tuning.py", f"--task_name={TASK.name}",
-        f"--data_dir={data_dir}", f"--init_checkpoint={bert}/bert_model.ckpt",
-        f"--learning_rates={','.join(LEARNING_RATES)}",
-        f"--batch_sizes={finetune.TRAIN_BATCH_SIZE}", f"--epochs={TASK.num_epochs}",
-        f"--seeds={','.join(map(str, SEEDS))}", f"--output_dir={output_dir}", "--",
-        f"--optimizer={optimizer}", "--do_lower_case=true",
-        f"--max_seq_length={TASK.max_seq_length}",
-        f"--eval_batch_size={finetune.EVAL_BATCH_SIZE}"],
-        os.path.join(work_dir, f"select_{optimizer}.log"))
-    with open(os.path.join(output_dir, "selection.json"), encoding="utf-8") as f:
-        return json.load(f)
-
-
-def accuracies_of_selection(selection: dict) -> dict[str, dict[str, float]]:
-    """{learning rate: {seed: dev accuracy}} of a selection.json."""
-    table: dict[str, dict[str, float]] = {}
-    for run in selection["runs"]:
-        rate = _rate_name(run["learning_rate"])
-        table.setdefault(rate, {})[str(run["seed"])] = run["results"]["eval_accuracy"]
-    return table
-
-
-def _rate_name(rate: float | str) -> str:
-    return f"{float(rate):.0e}".replace("e-0", "e-")
-
-
 def add_finetune_benchmark_runs(results: dict, path: str) -> None:
     """transformers' RTE runs at the fine-tuning benchmark's rate, from its results, where this
     benchmark has none of its own for a seed."""
@@ -101,7 +72,7 @@ def add_finetune_benchmark_runs(results: dict, path: str) -> None:
     with open(path, encoding="utf-8") as f:
         runs = json.load(f)["runs"]
     done = results["accuracy"].setdefault("transformers", {}).setdefault(
-        _rate_name(finetune.LEARNING_RATE), {})
+        rate_name(finetune.LEARNING_RATE), {})
     for seed in SEEDS:
         run = runs.get(finetune.run_key(TASK.name, "transformers", seed))
         if str(seed) not in done and run and run.get("max_seq_length") == TASK.max_seq_length:
@@ -121,7 +92,7 @@ def summarize(accuracies: dict[str, dict[str, dict[str, float]]], majority: floa
                 # The scripts write accuracies as float32: equal to the majority is not below it.
                 "below_majority": sum(v < majority - 1e-6 for v in values)}
     checks = {}
-    for rate in map(_rate_name, LEARNING_RATES):
+    for rate in map(rate_name, LEARNING_RATES):
         ours = summary.get("adamw_bias_corrected", {}).get(rate)
         theirs = summary.get("transformers", {}).get(rate)
         if ours and theirs:
@@ -129,19 +100,8 @@ def summarize(accuracies: dict[str, dict[str, dict[str, float]]], majority: floa
                             "within_1_point": ours["mean"] >= theirs["mean"] - TOLERANCE,
                             "no_seed_below_majority": ours["below_majority"] == 0}
     return {"summary": summary, "checks": checks, "chosen": {
-        side: best_run(rates) for side, rates in accuracies.items() if rates}}
-
-
-def best_run(rates: dict[str, dict[str, float]]) -> dict | None:
-    """The paper's rule over the grid (`tasks.selection.RULE`): the run with the best dev
-    accuracy, the first in the grid's order (learning rate, then seed) among equals."""
-    best = None
-    for rate in map(_rate_name, LEARNING_RATES):
-        for seed in map(str, SEEDS):
-            value = rates.get(rate, {}).get(seed)
-            if value is not None and (best is None or value > best["accuracy"]):
-                best = {"learning_rate": rate, "seed": int(seed), "accuracy": value}
-    return best
+        side: best_run(rates, LEARNING_RATES, SEEDS) for side, rates in accuracies.items()
+        if rates}}
 
 
 def report_markdown(results: dict) -> str:
@@ -156,7 +116,7 @@ def report_markdown(results: dict) -> str:
              + " | mean ± sd | seeds below majority |",
              "|---|---|" + "---|" * len(SEEDS) + "---|---|"]
     for side in SIDES:
-        for rate in map(_rate_name, LEARNING_RATES):
+        for rate in map(rate_name, LEARNING_RATES):
             seeds = results["accuracy"].get(side, {}).get(rate)
             if not seeds:
                 continue
@@ -179,7 +139,7 @@ def report_markdown(results: dict) -> str:
         chosen = results["chosen"].get(side)
         if chosen:
             lines.append(f"- {SIDE_NAMES[side]}: learning rate {chosen['learning_rate']}, seed "
-                         f"{chosen['seed']}, dev accuracy {100 * chosen['accuracy']:.1f}")
+                         f"{chosen['seed']}, dev accuracy {100 * chosen['value']:.1f}")
     machine = results["machine"]
     lines += ["", f"Machine: {machine['cpu']}, {machine['cores']} cores, "
               f"{', '.join(machine['isa'])}.", ""]
@@ -212,29 +172,19 @@ def main() -> None:
                               report_markdown(results))
 
     if not args.report_only:
-        hf_dir = finetune.hf_model_dir()
-        bert = finetune.bert_dir(args.work_dir, hf_dir)
+        bert = finetune.bert_dir(args.work_dir, finetune.hf_model_dir())
         for side, rates in STEPS:
             if side in OPTIMIZERS:
                 _log(f"this project, --optimizer={side}: select_fine_tuning.py over "
                      f"{len(LEARNING_RATES) * len(SEEDS)} runs")
-                selection = run_selection(side, bert, data[TASK.name], args.work_dir)
-                results["accuracy"][side] = accuracies_of_selection(selection)
+                selection = run_selection(TASK, LEARNING_RATES, SEEDS, side, bert,
+                                          data[TASK.name],
+                                          os.path.join(args.work_dir, f"select_{side}"))
+                results["accuracy"][side] = metric_table(selection, "eval_accuracy")
                 save()
-                continue
-            for rate in rates:
-                done = results["accuracy"].setdefault(side, {}).setdefault(_rate_name(rate), {})
-                for seed in SEEDS:
-                    if str(seed) in done:
-                        continue
-                    run_dir = os.path.join(args.work_dir, "transformers", rate, str(seed))
-                    os.makedirs(run_dir, exist_ok=True)
-                    run = finetune.run_transformers(TASK, seed, hf_dir, data, run_dir,
-                                                    learning_rate=float(rate))
-                    done[str(seed)] = run["eval_accuracy"]
-                    _log(f"transformers {rate} seed {seed}: {run['eval_accuracy']:.4f}, "
-                         f"{run['wall_seconds']:.0f} s")
-                    save()
+            else:
+                run_transformers_grid(TASK, rates, SEEDS, "eval_accuracy", data, args.work_dir,
+                                      results["accuracy"].setdefault(side, {}), save)
     save()
     _log(f"report: {os.path.join(args.output_dir, 'optimizer_results.md')}")
 

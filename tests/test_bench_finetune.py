@@ -295,8 +295,8 @@ def test_optimizer_benchmark_summary_checks_and_choice_by_hand():
     assert not found["checks"]["2e-5"]["no_seed_below_majority"]
     # The best single run of all; 0.58 is reached at 5e-5 seed 3 first, in the grid's order.
     assert found["chosen"]["adamw_bias_corrected"] == {"learning_rate": "5e-5", "seed": 3,
-                                                       "accuracy": 0.58}
-    assert found["chosen"]["transformers"]["accuracy"] == 0.60
+                                                       "value": 0.58}
+    assert found["chosen"]["transformers"]["value"] == 0.60
 
 
 def test_ner_document_context_summary_and_log_parsing():
@@ -334,3 +334,27 @@ def test_ner_long_documents_reads_run_ner_predictions_by_document(tmp_path):
     (tmp_path / "predictions_test.txt").write_text("EU B-ORG B-ORG\n\n", encoding="utf-8")
     with pytest.raises(ValueError, match="predictions_test.txt: 1 sentences"):
         ner_long_documents.run_ner_test_tags(str(tmp_path), documents)
+
+
+def test_paper_selection_reads_grids_and_chooses_by_the_papers_rule():
+    from bench import paper_selection
+    selection = {"runs": [
+        {"learning_rate": 5e-05, "seed": 1, "results": {"eval_f1": 0.80, "eval_accuracy": 0.7}},
+        {"learning_rate": 4e-05, "seed": 1, "results": {"eval_f1": 0.84, "eval_accuracy": 0.8}},
+        {"learning_rate": 2e-05, "seed": 1, "results": {"eval_f1": 0.84, "eval_accuracy": 0.9}}]}
+    table = paper_selection.metric_table(selection, "eval_f1")
+    assert table == {"5e-5": {"1": 0.80}, "4e-5": {"1": 0.84}, "2e-5": {"1": 0.84}}
+    # 0.84 twice: the first in the grid's order (4e-5) is kept, as select_fine_tuning.py keeps it.
+    assert paper_selection.best_run(table, paper_selection.LEARNING_RATES, (1,)) == {
+        "learning_rate": "4e-5", "seed": 1, "value": 0.84}
+    rte = {"5e-5": {"1": 0.55, "2": 0.59}, "3e-5": {"1": 0.60, "2": 0.52}}
+    summary = paper_selection.summarize("rte", {"adamw": rte, "transformers": {}})
+    assert set(summary) == {"adamw"}
+    assert summary["adamw"]["rates"]["5e-5"]["mean"] == pytest.approx(0.57)
+    assert summary["adamw"]["rates"]["3e-5"]["sd"] == pytest.approx(np.std([0.6, 0.52], ddof=1))
+    assert summary["adamw"]["chosen"] == {"learning_rate": "3e-5", "seed": 1, "value": 0.60}
+    report = paper_selection.report_markdown({
+        "tasks": {"rte": {"adamw": rte}}, "summary": {"rte": summary},
+        "machine": {"cpu": "cpu", "cores": 2, "isa": ["avx2"]}})
+    assert "| 5e-5 | 55.0 | 59.0 | 57.0 |" in report
+    assert "learning rate 3e-5, seed 1, dev accuracy 60.0" in report
