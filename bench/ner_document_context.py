@@ -91,11 +91,12 @@ def summarize(runs: dict[str, dict[str, dict]]) -> dict:
 
 def report_markdown(results: dict) -> str:
     """The Markdown report of ner_document_context.json."""
+    rate = f"{finetune.LEARNING_RATE:.0e}".replace("e-0", "e-")
     lines = ["# CoNLL-2003 with and without document context", "",
              f"all-MiniLM-L6-v2 fine-tuned by `run_ner.py` on the full train set, max_seq_length "
-             f"{TASK.max_seq_length}, batch {finetune.TRAIN_BATCH_SIZE}, learning rate "
-             f"{finetune.LEARNING_RATE}, {TASK.num_epochs} epochs. Entity F1 (conlleval's) in "
-             "points, dev (valid.txt) and test (test.txt).", "",
+             f"{TASK.max_seq_length}, batch {finetune.TRAIN_BATCH_SIZE}, learning rate {rate}, "
+             f"{TASK.num_epochs} epochs. Entity F1 (conlleval's) in points, dev (valid.txt) and "
+             "test (test.txt).", "",
              "| sequences | seed | dev F1 | test F1 | training sequences | training time |",
              "|---|---|---|---|---|---|"]
     for setting, _ in SETTINGS:
@@ -108,10 +109,11 @@ def report_markdown(results: dict) -> str:
         row = results["summary"].get(setting)
         if row:
             seeds = len(results["runs"][setting])
-            lines.append(
-                f"- {SETTING_NAMES[setting]} ({seeds} seed{'s' * (seeds > 1)}): dev "
-                f"{100 * row['dev_f1']['mean']:.2f} ± {100 * row['dev_f1']['sd']:.2f}, test "
-                f"{100 * row['test_f1']['mean']:.2f} ± {100 * row['test_f1']['sd']:.2f}")
+            dev, test = (f"{100 * row[metric]['mean']:.2f}"
+                         + (f" ± {100 * row[metric]['sd']:.2f}" if seeds > 1 else "")
+                         for metric in ("dev_f1", "test_f1"))
+            lines.append(f"- {SETTING_NAMES[setting]} ({seeds} seed{'s' * (seeds > 1)}): dev "
+                         f"{dev}, test {test}")
     machine = results["machine"]
     lines += ["", f"Machine: {machine['cpu']}, {machine['cores']} cores, "
               f"{', '.join(machine['isa'])}.", ""]
