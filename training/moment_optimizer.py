@@ -175,10 +175,10 @@ class MomentOptimizer(keras.optimizers.Optimizer):
 # in place (XLA aliases each with its new value), a single pass over their memory. Written as
 # separate TensorFlow ops, an update leaves a dozen temporaries of the variable's size, which the
 # graph's executor keeps alive across variables, updating them side by side: at BERT-Base size
-# the update phase raised a training step's peak memory by 2.2 GB that way (bench/README.md, "Training
-# memory"). The arithmetic is the same, op for op. Small variables (biases, LayerNorm) take the
-# plain ops: their temporaries do not matter, and compiling each of their shapes would cost more
-# than it saves.
+# the update phase raised a training step's peak memory by 2.2 GB that way (bench/README.md,
+# "Training memory"). The arithmetic is the same, op for op. Small variables (biases, LayerNorm)
+# take the plain ops: their temporaries do not matter, and compiling each of their shapes would
+# cost more than it saves.
 _XLA_UPDATE_MIN_ELEMENTS = 1 << 16
 
 
