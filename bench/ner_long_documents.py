@@ -1,4 +1,4 @@
-"""Whole CoNLL-2003 test documents tagged in overlapping windows, against the same model's
+r"""Whole CoNLL-2003 test documents tagged in overlapping windows, against the same model's
 per-sentence tags and against transformers' token-classification pipeline with `stride`.
 
 The model is all-MiniLM-L6-v2 fine-tuned on CoNLL-2003 by `run_ner.py` as the fine-tuning
@@ -17,6 +17,11 @@ per word by entity type (the pipeline merges B- and I- into entity groups).
     pip install -r bench/requirements.txt
     python -m bench.ner_long_documents               # resumable: the model is trained once
     python -m bench.ner_long_documents --epochs=1
+    # the model bench/ner_document_context.py trained with --document_context:
+    python -m bench.ner_long_documents --work_dir=/tmp/bert_ner_documents_context \
+      --model=/tmp/bert_ner_context_bench/document_context_seed1/output \
+      --model_description="all-MiniLM-L6-v2 fine-tuned by \`run_ner.py --document_context\` ..." \
+      --report_name=ner_long_documents_context
 """
 from __future__ import annotations
 
@@ -220,6 +225,8 @@ def main() -> None:
     parser.add_argument("--model", help="A run_ner.py output folder to use instead of training "
                         "one (e.g. bench/ner_document_context.py's, trained with "
                         "--document_context); its predictions_test.txt, if any, is compared too.")
+    parser.add_argument("--model_description", help="What --model is, for the report (default: "
+                        "its path).")
     parser.add_argument("--report_name", default="ner_long_documents",
                         help="The report's file names in --output_dir (.json, .md).")
     parser.add_argument("--shared_data", default=os.environ.get(
@@ -228,7 +235,8 @@ def main() -> None:
     os.makedirs(args.work_dir, exist_ok=True)
     model = args.model or train_model(args.work_dir, args.shared_data, args.epochs)
     documents = test_documents(os.path.join(args.shared_data, "conll2003", "test.txt"))
-    result = {**measure(model, documents, args.work_dir), "model": args.model,
+    result = {**measure(model, documents, args.work_dir),
+              "model": args.model and (args.model_description or f"The model in `{args.model}`"),
               "epochs": None if args.model else args.epochs, "machine": machine_description()}
     with open(os.path.join(model, "eval_results.txt"), encoding="utf-8") as f:
         result["dev"] = {k: float(v) for k, v in (l.strip().split(" = ") for l in f if " = " in l)}
@@ -240,7 +248,7 @@ def main() -> None:
 
 def report_markdown(result: dict) -> str:
     agreement = result["same_tag_as_sentences"]
-    model = (f"The model in `{result['model']}`" if result.get("model") else
+    model = (result["model"] if result.get("model") else
              f"all-MiniLM-L6-v2 fine-tuned by `run_ner.py` ({result['epochs']} epochs)")
     rows = [
         f"| each document on one line against each sentence on its own line (the same tag) | "
