@@ -33,7 +33,7 @@ import time
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
 from bench import finetune_real_weights as finetune  # noqa: E402
-from bench.machine import machine_description  # noqa: E402
+from bench.machine import machine_description, machine_label  # noqa: E402
 from bench.paper_selection import (best_run, metric_table, rate_name,  # noqa: E402
                                    run_selection, run_transformers_grid)
 from data.classifier import glue_tasks  # noqa: E402
@@ -140,9 +140,7 @@ def report_markdown(results: dict) -> str:
         if chosen:
             lines.append(f"- {SIDE_NAMES[side]}: learning rate {chosen['learning_rate']}, seed "
                          f"{chosen['seed']}, dev accuracy {100 * chosen['value']:.1f}")
-    machine = results["machine"]
-    lines += ["", f"Machine: {machine['cpu']}, {machine['cores']} cores, "
-              f"{', '.join(machine['isa'])}.", ""]
+    lines += ["", f"Machine: {machine_label(results['machine'])}.", ""]
     return "\n".join(lines)
 
 

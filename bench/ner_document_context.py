@@ -31,7 +31,7 @@ import time
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
 from bench import finetune_real_weights as finetune  # noqa: E402
-from bench.machine import machine_description  # noqa: E402
+from bench.machine import machine_description, machine_label  # noqa: E402
 from utils.output_files import write_text_atomically  # noqa: E402
 
 TASK = finetune.TASKS["conll2003"]
@@ -114,9 +114,7 @@ def report_markdown(results: dict) -> str:
                          for metric in ("dev_f1", "test_f1"))
             lines.append(f"- {SETTING_NAMES[setting]} ({seeds} seed{'s' * (seeds > 1)}): dev "
                          f"{dev}, test {test}")
-    machine = results["machine"]
-    lines += ["", f"Machine: {machine['cpu']}, {machine['cores']} cores, "
-              f"{', '.join(machine['isa'])}.", ""]
+    lines += ["", f"Machine: {machine_label(results['machine'])}.", ""]
     return "\n".join(lines)
 
 

@@ -34,7 +34,7 @@ from typing import Callable, Sequence
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
 from bench import finetune_real_weights as finetune  # noqa: E402
-from bench.machine import machine_description  # noqa: E402
+from bench.machine import machine_description, machine_label  # noqa: E402
 from utils.output_files import write_text_atomically  # noqa: E402
 
 LEARNING_RATES = ("5e-5", "4e-5", "3e-5", "2e-5")
@@ -154,9 +154,7 @@ def report_markdown(results: dict) -> str:
                 lines.append(f"- {SIDE_NAMES[side]}: learning rate {chosen['learning_rate']}, "
                              f"seed {chosen['seed']}, dev {metric} {100 * chosen['value']:.1f}")
         lines.append("")
-    machine = results["machine"]
-    lines += [f"Machine: {machine['cpu']}, {machine['cores']} cores, "
-              f"{', '.join(machine['isa'])}.", ""]
+    lines += [f"Machine: {machine_label(results['machine'])}.", ""]
     return "\n".join(lines)
 
 
