@@ -40,7 +40,7 @@ import numpy as np
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
-from bench import finetune_real_weights as finetune  # noqa: E402
+from bench import finetune_runs as finetune  # noqa: E402
 from bench.bench_sentence_embeddings import cosine, spearman  # noqa: E402
 from bench.machine import machine_description  # noqa: E402
 from serving.litert import QUANTIZATIONS  # noqa: E402
@@ -49,10 +49,6 @@ from utils.output_files import write_text_atomically  # noqa: E402
 MODELS = ("encoder", "mrpc", "sst2")
 SEED = 1
 MAX_SEQ_LENGTH = 128
-
-
-def _log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -69,7 +65,7 @@ def prepare_model(name: str, work_dir: str, shared_data: str) -> str:
     if not os.path.isfile(os.path.join(output_dir, "eval_results.txt")):
         data = finetune.prepare_data(shared_data, work_dir)
         os.makedirs(run_dir, exist_ok=True)
-        _log(f"fine-tuning {name} with run_classifier.py (log {run_dir}/run.log)")
+        finetune.log(f"fine-tuning {name} with run_classifier.py (log {run_dir}/run.log)")
         if os.path.isdir(output_dir):  # an interrupted run: start again
             subprocess.run(["rm", "-rf", output_dir], check=True)
         finetune.run_this_project(finetune.TASKS[name], SEED, bert, data, run_dir)
@@ -81,16 +77,16 @@ def export(name: str, model_dir: str, work_dir: str, fmt: str, quantize: str = "
     label = fmt if fmt != "litert" else f"litert_{quantize}"
     output = os.path.join(work_dir, "exports", name, label)
     if not os.path.isdir(output):
-        _log(f"exporting {name} as {label}")
+        finetune.log(f"exporting {name} as {label}")
         log_path = os.path.join(work_dir, "exports", f"{name}_{label}.log")
         os.makedirs(os.path.dirname(log_path), exist_ok=True)
         # A fine-tuned model's folder has no vocab.txt: the one it was fine-tuned with.
         vocab = [] if name == "encoder" else [
             f"--vocab_file={finetune.bert_dir(work_dir, finetune.hf_model_dir())}/vocab.txt"]
-        finetune._run([sys.executable, "export_savedmodel.py",  # pylint: disable=protected-access
-                       f"--input={model_dir}", f"--output={output}",
-                       f"--max_seq_length={MAX_SEQ_LENGTH}", f"--format={fmt}",
-                       f"--quantize={quantize}", *vocab], log_path)
+        finetune.run_logged([sys.executable, "export_savedmodel.py",
+                             f"--input={model_dir}", f"--output={output}",
+                             f"--max_seq_length={MAX_SEQ_LENGTH}", f"--format={fmt}",
+                             f"--quantize={quantize}", *vocab], log_path)
     return output
 
 
@@ -99,10 +95,10 @@ def hf_classifier_dir(name: str, model_dir: str, work_dir: str) -> str:
     output = os.path.join(work_dir, "hf", name)
     if not os.path.isdir(output):
         bert = finetune.bert_dir(work_dir, finetune.hf_model_dir())
-        finetune._run([sys.executable, "convert_checkpoint.py",  # pylint: disable=protected-access
-                       f"--input={os.path.join(model_dir, 'model.ckpt')}",
-                       f"--vocab_file={bert}/vocab.txt", f"--output={output}", "--to=hf"],
-                      os.path.join(work_dir, f"hf_{name}.log"))
+        finetune.run_logged([sys.executable, "convert_checkpoint.py",
+                             f"--input={os.path.join(model_dir, 'model.ckpt')}",
+                             f"--vocab_file={bert}/vocab.txt", f"--output={output}", "--to=hf"],
+                            os.path.join(work_dir, f"hf_{name}.log"))
     return output
 
 
@@ -227,7 +223,7 @@ def timed_rounds(sides: dict, inputs: list[list[str]], batch_size: int, latency_
     one = [texts[:1] for texts in inputs]
     for name, run in sides.items():  # warm-up, and the outputs compared
         run(*one)
-        _log(f"  {name}: dev set")
+        finetune.log(f"  {name}: dev set")
         outputs[name] = np.concatenate([run(*batch) for batch in batches(inputs, batch_size)])
     times = {name: {"latency": [], "dev_set": []} for name in sides}
     order = list(sides)
@@ -242,7 +238,7 @@ def timed_rounds(sides: dict, inputs: list[list[str]], batch_size: int, latency_
             for batch in batches(inputs, batch_size):
                 sides[name](*batch)
             times[name]["dev_set"].append(time.perf_counter() - start)
-        _log(f"  round {index + 1}/{rounds}: " + ", ".join(
+        finetune.log(f"  round {index + 1}/{rounds}: " + ", ".join(
             f"{name} {times[name]['dev_set'][-1]:.1f} s" for name in order))
     return outputs, times
 
@@ -282,8 +278,8 @@ def measure(name: str, args) -> dict:
         hf_dir, name)
     dev = dev_set(name, args.shared_data)
     alike = tokenized_alike(dev["inputs"], os.path.join(hf_dir, "vocab.txt"))
-    _log(f"{name}: {len(dev['inputs'][0])} dev examples ({(~alike).sum()} tokenized otherwise "
-         f"by FastBertTokenizer), sides {', '.join(sides)}")
+    finetune.log(f"{name}: {len(dev['inputs'][0])} dev examples ({(~alike).sum()} tokenized "
+                 f"otherwise by FastBertTokenizer), sides {', '.join(sides)}")
     load_before = os.getloadavg()
     outputs, times = timed_rounds(sides, dev["inputs"], args.batch_size, args.latency_calls,
                                   args.rounds)

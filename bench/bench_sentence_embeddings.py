@@ -29,7 +29,7 @@ import numpy as np
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
-from bench.finetune_real_weights import hf_model_dir  # noqa: E402
+from bench.finetune_runs import hf_model_dir  # noqa: E402
 from bench.machine import machine_description, machine_label  # noqa: E402
 
 BATCH = 64

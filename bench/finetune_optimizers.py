@@ -28,11 +28,11 @@ import json
 import os
 import statistics
 import sys
-import time
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
-from bench import finetune_real_weights as finetune  # noqa: E402
+from bench import finetune_runs as finetune  # noqa: E402
+from bench.finetune_real_weights import run_key  # noqa: E402
 from bench.machine import machine_description, machine_label  # noqa: E402
 from bench.paper_selection import (best_run, metric_table, rate_name,  # noqa: E402
                                    run_selection, run_transformers_grid)
@@ -53,10 +53,6 @@ SIDE_NAMES = {"adamw": "this project, `--optimizer=adamw` (original, no bias cor
 TOLERANCE = 0.01  # of accuracy: the bias-corrected mean within 1 point of transformers'
 
 
-def _log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
-
-
 def majority_class_accuracy(data_dir: str) -> float:
     """The dev accuracy of always answering the dev set's most frequent label."""
     examples = glue_tasks.read_examples(glue_tasks.get_task(TASK.name), data_dir, "dev")
@@ -74,7 +70,7 @@ def add_finetune_benchmark_runs(results: dict, path: str) -> None:
     done = results["accuracy"].setdefault("transformers", {}).setdefault(
         rate_name(finetune.LEARNING_RATE), {})
     for seed in SEEDS:
-        run = runs.get(finetune.run_key(TASK.name, "transformers", seed))
+        run = runs.get(run_key(TASK.name, "transformers", seed))
         if str(seed) not in done and run and run.get("max_seq_length") == TASK.max_seq_length:
             done[str(seed)] = run["eval_accuracy"]
 
@@ -173,8 +169,8 @@ def main() -> None:
         bert = finetune.bert_dir(args.work_dir, finetune.hf_model_dir())
         for side, rates in STEPS:
             if side in OPTIMIZERS:
-                _log(f"this project, --optimizer={side}: select_fine_tuning.py over "
-                     f"{len(LEARNING_RATES) * len(SEEDS)} runs")
+                finetune.log(f"this project, --optimizer={side}: select_fine_tuning.py over "
+                             f"{len(LEARNING_RATES) * len(SEEDS)} runs")
                 selection = run_selection(TASK, LEARNING_RATES, SEEDS, side, bert,
                                           data[TASK.name],
                                           os.path.join(args.work_dir, f"select_{side}"))
@@ -184,7 +180,7 @@ def main() -> None:
                 run_transformers_grid(TASK, rates, SEEDS, "eval_accuracy", data, args.work_dir,
                                       results["accuracy"].setdefault(side, {}), save)
     save()
-    _log(f"report: {os.path.join(args.output_dir, 'optimizer_results.md')}")
+    finetune.log(f"report: {os.path.join(args.output_dir, 'optimizer_results.md')}")
 
 
 if __name__ == "__main__":

@@ -26,11 +26,10 @@ import re
 import shutil
 import statistics
 import sys
-import time
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
-from bench import finetune_real_weights as finetune  # noqa: E402
+from bench import finetune_runs as finetune  # noqa: E402
 from bench.machine import machine_description, machine_label  # noqa: E402
 from utils.output_files import write_text_atomically  # noqa: E402
 
@@ -40,10 +39,6 @@ SETTING_NAMES = {"sentence": "each sentence alone (default)",
                  "document_context": "`--document_context`"}
 # The training log's header: "***** Running training *****: N examples, batch size B, S steps".
 _TRAINING = re.compile(r"Running training \*+: (\d+) examples, batch size \d+, (\d+) steps")
-
-
-def _log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
 def _read_results(path: str) -> dict[str, float]:
@@ -59,9 +54,9 @@ def run_one(setting: str, seed: int, bert: str, data_dir: str, work_dir: str) ->
     log_path = os.path.join(run_dir, "run.log")
     if not os.path.exists(os.path.join(output, "test_results.txt")):
         os.makedirs(run_dir, exist_ok=True)
-        _log(f"run_ner.py, {setting}, seed {seed} (log {log_path})")
-        flags = finetune._common_flags(bert, TASK, seed, output)  # pylint: disable=protected-access
-        finetune._run([  # pylint: disable=protected-access
+        finetune.log(f"run_ner.py, {setting}, seed {seed} (log {log_path})")
+        flags = finetune.common_flags(bert, TASK, seed, output)
+        finetune.run_logged([
             sys.executable, "run_ner.py", f"--data_dir={data_dir}", "--do_train", "--do_eval",
             "--do_predict", *flags, *dict(SETTINGS)[setting],
             f"--eval_batch_size={finetune.EVAL_BATCH_SIZE}",
@@ -151,11 +146,12 @@ def main() -> None:
             for setting, _ in SETTINGS:
                 run = run_one(setting, seed, bert, data_dir, args.work_dir)
                 results["runs"].setdefault(setting, {})[str(seed)] = run
-                _log(f"{setting} seed {seed}: dev F1 {run['dev_f1']:.4f}, test F1 "
-                     f"{run['test_f1']:.4f}, {run['train_seconds'] / 60:.0f} min of training")
+                finetune.log(f"{setting} seed {seed}: dev F1 {run['dev_f1']:.4f}, test F1 "
+                             f"{run['test_f1']:.4f}, "
+                             f"{run['train_seconds'] / 60:.0f} min of training")
                 save()
     save()
-    _log(f"report: {os.path.join(args.output_dir, 'ner_document_context.md')}")
+    finetune.log(f"report: {os.path.join(args.output_dir, 'ner_document_context.md')}")
 
 
 if __name__ == "__main__":

@@ -31,11 +31,10 @@ import json
 import os
 import re
 import sys
-import time
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
-from bench import finetune_real_weights as finetune  # noqa: E402
+from bench import finetune_runs as finetune  # noqa: E402
 from bench.machine import machine_description  # noqa: E402
 from data import tokenization  # noqa: E402
 from data.ner import conll, metrics as ner_metrics  # noqa: E402
@@ -45,10 +44,6 @@ from utils.output_files import write_text_atomically  # noqa: E402
 MAX_SEQ_LENGTH = 128
 LONGEST = 512  # the model's max_position_embeddings
 MIN_AGREEMENT = 0.99
-
-
-def _log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
 def train_model(work_dir: str, shared_data: str, epochs: int) -> str:
@@ -62,9 +57,9 @@ def train_model(work_dir: str, shared_data: str, epochs: int) -> str:
     bert = finetune.bert_dir(work_dir, hf_dir)
     data = finetune.prepare_data(shared_data, work_dir)
     task = dataclasses.replace(finetune.TASKS["conll2003"], num_epochs=epochs)
-    _log(f"fine-tuning on CoNLL-2003 for {epochs} epochs (log {run_dir}/run.log)")
+    finetune.log(f"fine-tuning on CoNLL-2003 for {epochs} epochs (log {run_dir}/run.log)")
     result = finetune.run_this_project(task, 1, bert, data, run_dir)
-    _log(f"dev F1 {result['eval_f1']:.4f}")
+    finetune.log(f"dev F1 {result['eval_f1']:.4f}")
     return output
 
 
@@ -86,10 +81,10 @@ def predict(model: str, lines: list[str], work_dir: str, name: str,
     input_file = os.path.join(work_dir, f"{name}.txt")
     output_file = os.path.join(work_dir, f"{name}.jsonl")
     write_text_atomically(input_file, "".join(line + "\n" for line in lines))
-    finetune._run([sys.executable, "predict_text.py", "--task=ner",  # pylint: disable=protected-access
-                   f"--model={model}", f"--input_file={input_file}",
-                   f"--output_file={output_file}", f"--max_seq_length={max_seq_length}"],
-                  os.path.join(work_dir, f"{name}.log"))
+    finetune.run_logged([sys.executable, "predict_text.py", "--task=ner",
+                         f"--model={model}", f"--input_file={input_file}",
+                         f"--output_file={output_file}", f"--max_seq_length={max_seq_length}"],
+                        os.path.join(work_dir, f"{name}.log"))
     with open(output_file, encoding="utf-8") as f:
         return [json.loads(line)["tags"] for line in f]
 
@@ -132,9 +127,9 @@ def transformers_word_types(model: str, work_dir: str, texts: list[str],
     from transformers import AutoTokenizer, pipeline  # pylint: disable=import-outside-toplevel
     hf_dir = os.path.join(work_dir, "conll2003_hf")
     if not os.path.isfile(os.path.join(hf_dir, "config.json")):
-        finetune._run([sys.executable, "convert_checkpoint.py",  # pylint: disable=protected-access
-                       f"--input={model}", f"--output={hf_dir}", "--to=hf"],
-                      os.path.join(work_dir, "convert_hf.log"))
+        finetune.run_logged([sys.executable, "convert_checkpoint.py",
+                             f"--input={model}", f"--output={hf_dir}", "--to=hf"],
+                            os.path.join(work_dir, "convert_hf.log"))
     tokenizer = AutoTokenizer.from_pretrained(hf_dir, model_max_length=MAX_SEQ_LENGTH)
     stride = MAX_SEQ_LENGTH - 2 - tagging_stride(MAX_SEQ_LENGTH, None)  # the same overlap
     tagger = pipeline("token-classification", model=hf_dir, tokenizer=tokenizer,
@@ -166,7 +161,7 @@ def measure(model: str, documents: list[list[conll.ConllSentence]], work_dir: st
     sentences = [[token.word for token in s.tokens] for document in documents for s in document]
     doc_words = [[token.word for s in document for token in s.tokens] for document in documents]
     words = sum(map(len, doc_words))
-    _log(f"{len(documents)} test documents, {len(sentences)} sentences, {words} words")
+    finetune.log(f"{len(documents)} test documents, {len(sentences)} sentences, {words} words")
     sentence_tags = predict(model, [" ".join(s) for s in sentences], work_dir, "sentences")
     document_tags = predict(model, [" ".join(w) for w in doc_words], work_dir, "documents")
     # Windows alone, without the change of context: the documents that fit in one sequence of
@@ -178,8 +173,8 @@ def measure(model: str, documents: list[list[conll.ConllSentence]], work_dir: st
                     "documents_whole", LONGEST)
     same_whole = same_count(whole, [document_tags[i] for i in fitting])
     fitting_words = sum(len(doc_words[i]) for i in fitting)
-    _log(f"{len(fitting)} documents in one sequence of {LONGEST} against windows: "
-         f"{same_whole}/{fitting_words} words the same tag")
+    finetune.log(f"{len(fitting)} documents in one sequence of {LONGEST} against windows: "
+                 f"{same_whole}/{fitting_words} words the same tag")
     # The documents' tags cut back into their sentences, for the F1 against the gold tags.
     sentence_lengths = iter(map(len, sentences))
     document_sentence_tags = []
@@ -189,7 +184,7 @@ def measure(model: str, documents: list[list[conll.ConllSentence]], work_dir: st
             document_sentence_tags.append(tags[:length])
             tags = tags[length:]
     same = same_count(by_document(documents, sentence_tags), document_tags)
-    _log(f"documents against sentences: {same}/{words} words the same tag")
+    finetune.log(f"documents against sentences: {same}/{words} words the same tag")
     ours = [[entity_type(tag) for tag in tags] for tags in document_tags]
     hf_types = transformers_word_types(model, work_dir, [" ".join(w) for w in doc_words],
                                        doc_words)
@@ -212,8 +207,8 @@ def measure(model: str, documents: list[list[conll.ConllSentence]], work_dir: st
     script_tags = run_ner_test_tags(model, documents)
     if script_tags is not None:
         result["same_tag_as_run_ner_test"] = same_count(document_tags, script_tags) / words
-        _log(f"documents against run_ner.py's test predictions: "
-             f"{100 * result['same_tag_as_run_ner_test']:.2f}% of words the same tag")
+        finetune.log(f"documents against run_ner.py's test predictions: "
+                     f"{100 * result['same_tag_as_run_ner_test']:.2f}% of words the same tag")
     return result
 
 
@@ -243,7 +238,7 @@ def main() -> None:
     report = os.path.join(args.output_dir, args.report_name)
     write_text_atomically(report + ".json", json.dumps(result, indent=1, sort_keys=True) + "\n")
     write_text_atomically(report + ".md", report_markdown(result))
-    _log(f"report: {report}.md")
+    finetune.log(f"report: {report}.md")
 
 
 def report_markdown(result: dict) -> str:

@@ -28,12 +28,11 @@ import json
 import os
 import statistics
 import sys
-import time
 from typing import Callable, Sequence
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
-from bench import finetune_real_weights as finetune  # noqa: E402
+from bench import finetune_runs as finetune  # noqa: E402
 from bench.machine import machine_description, machine_label  # noqa: E402
 from utils.output_files import write_text_atomically  # noqa: E402
 
@@ -50,10 +49,6 @@ SIDE_NAMES = {"adamw": "this project, `--optimizer=adamw` (original, no bias cor
 Table = dict[str, dict[str, float]]  # {learning rate: {seed: dev metric}}
 
 
-def _log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
-
-
 def rate_name(rate: float | str) -> str:
     """A learning rate as the reports write it: 5e-5."""
     return f"{float(rate):.0e}".replace("e-0", "e-")
@@ -63,7 +58,7 @@ def run_selection(task: finetune.FineTuneTask, rates: Sequence[str], seeds: Sequ
                   optimizer: str, bert: str, data_dir: str, output_dir: str) -> dict:
     """This project's grid by select_fine_tuning.py, its log beside `output_dir`; selection.json."""
     os.makedirs(output_dir, exist_ok=True)
-    finetune._run([  # pylint: disable=protected-access
+    finetune.run_logged([
         sys.executable, "select_fine_tuning.py", f"--task_name={task.name}",
         f"--data_dir={data_dir}", f"--init_checkpoint={bert}/bert_model.ckpt",
         f"--learning_rates={','.join(rates)}", f"--batch_sizes={finetune.TRAIN_BATCH_SIZE}",
@@ -98,8 +93,8 @@ def run_transformers_grid(task: finetune.FineTuneTask, rates: Sequence[str],
             run = finetune.run_transformers(task, seed, hf_dir, data, run_dir,
                                             learning_rate=float(rate))
             done.setdefault(rate_name(rate), {})[str(seed)] = run[metric]
-            _log(f"transformers {task.name} {rate} seed {seed}: {metric} {run[metric]:.4f}, "
-                 f"{run['wall_seconds']:.0f} s")
+            finetune.log(f"transformers {task.name} {rate} seed {seed}: "
+                         f"{metric} {run[metric]:.4f}, {run['wall_seconds']:.0f} s")
             save()
 
 
@@ -192,8 +187,8 @@ def main() -> None:
         for name in task_names:
             task = dataclasses.replace(finetune.TASKS[name], num_epochs=EPOCHS)
             tables = results["tasks"].setdefault(name, {})
-            _log(f"{name}: select_fine_tuning.py over "
-                 f"{len(LEARNING_RATES) * len(SEEDS[name])} runs")
+            finetune.log(f"{name}: select_fine_tuning.py over "
+                         f"{len(LEARNING_RATES) * len(SEEDS[name])} runs")
             selection = run_selection(task, LEARNING_RATES, SEEDS[name], OPTIMIZER, bert,
                                       data[name], os.path.join(args.work_dir, f"select_{name}"))
             tables[OPTIMIZER] = metric_table(selection, METRIC[name])
@@ -201,7 +196,7 @@ def main() -> None:
             run_transformers_grid(task, LEARNING_RATES, SEEDS[name], METRIC[name], data,
                                   args.work_dir, tables.setdefault("transformers", {}), save)
     save()
-    _log(f"report: {os.path.join(args.output_dir, 'paper_selection.md')}")
+    finetune.log(f"report: {os.path.join(args.output_dir, 'paper_selection.md')}")
 
 
 if __name__ == "__main__":

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from bench import finetune_real_weights, finetune_report
-from bench.finetune_real_weights import (TASKS, TIMING, TIMING_GROUPED, TIMINGS, FineTuneTask,
-                                         drop_stale_runs, plan, run_key, runs_table,
-                                         training_timing)
+from bench.finetune_real_weights import (TIMING, TIMING_GROUPED, TIMINGS, drop_stale_runs, plan,
+                                         run_key, runs_table)
+from bench.finetune_runs import TASKS, FineTuneTask, real_token_counts, training_timing
 from data import tokenization
 from data.ner import conll, features
 
@@ -178,7 +178,7 @@ def test_real_tokens_are_counted_as_the_scripts_make_the_sequences(uncased_vocab
             "0\t3\t4\tStocks fell sharply on Monday.\t" + "Markets rallied " * 40]
     (tmp_path / "train.tsv").write_text("\n".join(rows) + "\n")
     task = FineTuneTask("mrpc", 32, 1, 1, ("eval_f1",))
-    counts = finetune_real_weights.real_token_counts(task, str(tmp_path), str(uncased_vocab))
+    counts = real_token_counts(task, str(tmp_path), str(uncased_vocab))
     glue = glue_tasks.get_task("mrpc")
     features = convert_examples_to_features(
         glue_tasks.read_examples(glue, str(tmp_path), "train"), glue.label_list, 32,
