@@ -3,7 +3,7 @@
 `TextTokenizer` reproduces `data.tokenization.FullTokenizer` with TensorFlow ops. Text is
 decoded to code points; every per-character decision of the original (removed controls,
 whitespace, CJK ideographs, punctuation, lower-casing with accent stripping, Greek final
-sigma) is read from tables built once from Python's `unicodedata` through the functions
+sigma) is read from tables (`data.character_classes`) built once through the functions
 of `data.tokenization`, so both tokenizers follow the same Unicode version. Words then go
 through tensorflow-text's `WordpieceTokenizer`. (tensorflow-text's `BertTokenizer` and
 `FastBertTokenizer` normalise differently: control characters break words instead of
@@ -12,72 +12,18 @@ otherwise, and the word limit is counted in bytes.)
 """
 from __future__ import annotations
 
-import functools
 import os
 
-import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
 from data import tokenization
+from data.character_classes import (CAPITAL_SIGMA, CASE_IGNORABLE, CASED, CJK, FINAL_SIGMA, PUNCT,
+                                   REMOVE, SPACE, character_tables)
 from data.tfrecord_schema import INPUT_IDS, INPUT_MASK, SEGMENT_IDS
 
-# Bits of the per-code-point class table.
-_REMOVE, _SPACE, _CJK, _PUNCT, _CASED, _CASE_IGNORABLE = 1, 2, 4, 8, 16, 32
-# Code points beyond these ranges are unassigned or private use in Unicode 14: class 0.
-_CLASSIFIED_RANGES = ((0, 0x40000), (0xE0000, 0xE1000))
-_CAPITAL_SIGMA, _FINAL_SIGMA = 0x3A3, 0x3C2
 _MAX_CHARS_PER_WORD = 200
 _MAX_UTF8_BYTES_PER_CHAR = 4
-
-
-def _classify(char: str) -> int:
-    """Class bits of one character, by the rules of `data.tokenization`."""
-    if ord(char) in (0, 0xFFFD) or tokenization.is_control(char):
-        return _REMOVE
-    bits = 0
-    if char.isspace():  # str.split() separators: is_whitespace plus U+2028 and U+2029
-        bits |= _SPACE
-    if tokenization.is_chinese_char(ord(char)):
-        bits |= _CJK
-    if tokenization.is_punctuation(char):
-        bits |= _PUNCT
-    # Python's own Cased / Case_Ignorable properties, read back through str.lower()'s
-    # final-sigma rule: a cased letter ends the scan, an ignorable one is skipped.
-    if ("A\u03a3" + char).lower()[1] == "\u03c3":
-        bits |= _CASED
-    elif ("A" + char + "\u03a3").lower()[-1] == "\u03c2":
-        bits |= _CASE_IGNORABLE
-    return bits
-
-
-@functools.lru_cache(maxsize=None)
-def _character_tables() -> dict[str, np.ndarray]:
-    """Run-length class table and the lower-case + NFD + drop-Mn mapping, from Python."""
-    run_starts, run_classes = [], []
-    map_keys, map_lengths, map_values = [], [], []
-    for low, high in _CLASSIFIED_RANGES:
-        for cp in range(low, high):
-            char = chr(cp)
-            bits = _classify(char)
-            if not run_classes or run_classes[-1] != bits:
-                run_starts.append(cp)
-                run_classes.append(bits)
-            mapped = tokenization.strip_accents(char.lower())
-            if mapped != char:
-                map_keys.append(cp)
-                map_lengths.append(len(mapped))
-                map_values.extend(ord(c) for c in mapped)
-        run_starts.append(high)  # the unclassified gap after the range
-        run_classes.append(0)
-    return {
-        "run_starts": np.array(run_starts, np.int32),
-        "run_classes": np.array(run_classes, np.int32),
-        "map_keys": np.array(map_keys, np.int32),
-        "map_lengths": np.array(map_lengths, np.int32),
-        "map_starts": np.cumsum([0] + map_lengths[:-1]).astype(np.int32),
-        "map_values": np.array(map_values, np.int32),
-    }
 
 
 def _previous(values: tf.Tensor, fill) -> tf.Tensor:
@@ -158,7 +104,7 @@ class TextTokenizer(tf.Module):
         self._wordpiece = tf_text.WordpieceTokenizer(
             self._vocab_table, max_bytes_per_word=_MAX_CHARS_PER_WORD * _MAX_UTF8_BYTES_PER_CHAR,
             token_out_type=tf.int64, unknown_token="[UNK]")
-        self._tables = {key: tf.constant(value) for key, value in _character_tables().items()}
+        self._tables = {key: tf.constant(value) for key, value in character_tables().items()}
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
     def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
@@ -183,7 +129,7 @@ class TextTokenizer(tf.Module):
         positions = tf.range(tf.size(codepoints, out_type=tf.int64)) - tf.gather(
             chars.row_starts(), rows)
         classes = self._classes(codepoints)
-        kept = (classes & _REMOVE) == 0
+        kept = (classes & REMOVE) == 0
         codepoints, rows, positions, classes = (
             tf.boolean_mask(x, kept) for x in (codepoints, rows, positions, classes))
         if self.do_lower_case:
@@ -211,21 +157,21 @@ class TextTokenizer(tf.Module):
         so scanning for the nearest non-ignorable neighbour stops at token edges by itself.
         """
         size = tf.size(codepoints, out_type=tf.int64)
-        anchor = (classes & _CASE_IGNORABLE) == 0
+        anchor = (classes & CASE_IGNORABLE) == 0
         anchors = tf.concat([[-1], tf.where(anchor)[:, 0], [size]], axis=0)
         before = tf.cumsum(tf.cast(anchor, tf.int64), exclusive=True)
         previous = tf.gather(anchors, before)
         following = tf.gather(anchors, before + tf.cast(anchor, tf.int64) + 1)
-        cased = tf.concat([(classes & _CASED) != 0, [False]], axis=0)
+        cased = tf.concat([(classes & CASED) != 0, [False]], axis=0)
         padded_rows = tf.concat([rows, [-1]], axis=0)
 
         def cased_in_row(index):
             index = tf.where(index < 0, size, index)
             return tf.gather(cased, index) & (tf.gather(padded_rows, index) == rows)
 
-        final = ((codepoints == _CAPITAL_SIGMA) & cased_in_row(previous)
+        final = ((codepoints == CAPITAL_SIGMA) & cased_in_row(previous)
                  & ~cased_in_row(following))
-        return tf.where(final, _FINAL_SIGMA, codepoints)
+        return tf.where(final, FINAL_SIGMA, codepoints)
 
     def _lower_and_strip_accents(self, codepoints: tf.Tensor):
         """Replaces each code point by its lower-cased, accent-stripped expansion.
@@ -258,9 +204,9 @@ class TextTokenizer(tf.Module):
           input row of each word, int64 [K] the source index of each word character.
         """
         source_classes = tf.gather(classes, source)
-        space = (source_classes & _SPACE) != 0
-        cjk = (source_classes & _CJK) != 0
-        punct = (self._classes(codepoints) & _PUNCT) != 0
+        space = (source_classes & SPACE) != 0
+        cjk = (source_classes & CJK) != 0
+        punct = (self._classes(codepoints) & PUNCT) != 0
         char_rows = tf.gather(rows, source)
         starts = ~space & (
             (char_rows != _previous(char_rows, -1)) | _previous(space, True)
