@@ -357,4 +357,4 @@ def test_paper_selection_reads_grids_and_chooses_by_the_papers_rule():
         "tasks": {"rte": {"adamw": rte}}, "summary": {"rte": summary},
         "machine": {"cpu": "cpu", "cores": 2, "isa": ["avx2"]}})
     assert "| 5e-5 | 55.0 | 59.0 | 57.0 |" in report
-    assert "learning rate 3e-5, seed 1, dev accuracy 60.0" in report
+    assert "learning rate 3e-5, seed 1, dev accuracy 60.0 (of 4 runs; 8 in the grid)" in report
