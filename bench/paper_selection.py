@@ -145,9 +145,9 @@ def report_markdown(results: dict) -> str:
         lines += ["", "Chosen by the paper's rule:", ""]
         for side in SIDES:
             chosen = summary.get(side, {}).get("chosen")
-            done = sum(map(len, tables.get(side, {}).values()))
-            grid = len(LEARNING_RATES) * len(seeds)
             if chosen:
+                done = sum(map(len, tables[side].values()))
+                grid = len(LEARNING_RATES) * len(seeds)
                 lines.append(f"- {SIDE_NAMES[side]}: learning rate {chosen['learning_rate']}, "
                              f"seed {chosen['seed']}, dev {metric} {100 * chosen['value']:.1f}"
                              + (f" (of {done} runs; {grid} in the grid)" if done < grid else ""))
