@@ -178,7 +178,8 @@ def main() -> None:
     def save() -> None:
         results["summary"] = {name: summarize(name, tables)
                               for name, tables in results["tasks"].items()}
-        results["machine"] = machine_description()
+        if not args.report_only or "machine" not in results:  # where the runs ran
+            results["machine"] = machine_description()
         write_text_atomically(path, json.dumps(results, indent=1, sort_keys=True) + "\n")
         write_text_atomically(os.path.join(args.output_dir, "paper_selection.md"),
                               report_markdown(results))
