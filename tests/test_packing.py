@@ -123,6 +123,10 @@ def test_gradients_of_every_weight_as_padded(jit_compile):
     packed, padded = _encoders()
     batch = _mixed_batch()
     batch["input_mask"][3, 0] = 1  # the pooler reads position 0 of every row
+    # The batch's last position real: the rows that round the token count up to ROW_MULTIPLE read
+    # it, and must give it no gradient.
+    batch["input_mask"][4, -1] = 1
+    assert batch["input_mask"].sum() % packing.ROW_MULTIPLE
     for variable, packed_grad, padded_grad in zip(
             packed.trainable_variables, _gradients(packed, batch, jit_compile),
             _gradients(padded, batch, jit_compile)):
