@@ -26,8 +26,9 @@ class SelfAttention(keras.layers.Layer):
     [B, N, T, T] scores. Heads and positions swap places by `_swap_axes_1_2`.
 
     Given packed rows (the batch's real tokens), the projections run on those rows only, and
-    their outputs are scattered into [B, T, H] (zeros at padding, which the mask hides) for the
-    per-sequence products; the context vectors of the real tokens are gathered back.
+    their outputs are scattered into groups of sequences of like length, each [rows, length, H]
+    (zeros at padding, which the mask hides), for the per-sequence products; the context vectors
+    of the real tokens are gathered back.
     """
 
     def __init__(self, num_heads: int, head_size: int, dropout_rate: float,
@@ -49,43 +50,60 @@ class SelfAttention(keras.layers.Layer):
         for projection in (self.query, self.key, self.value):
             projection.build((None, input_shape[-1]))
 
-    def _heads(self, projection, flat_states, token_index, batch, length):
-        """Projects flat_states [B*T, H] (or the packed rows [R, H]) to [B, N, T, D]."""
-        x = projection(flat_states)                                        # [B*T or R, H]
-        if token_index is not None:
-            x = packing.scatter_tokens(x, token_index, batch, length)     # [B, T, H]
+    def _heads(self, x, batch, length):
+        """[B*T, H] rows, in the order of a [B, T] batch, -> [B, N, T, D]."""
         x = tf.reshape(x, [batch, length, self.num_heads, self.head_size])  # [B, T, N, D]
         return _swap_axes_1_2(x)                                           # [B, N, T, D]
 
-    def call(self, hidden_states, attention_mask, token_index=None, training=None):
-        """Attends every position to every unmasked position of its sequence.
-
-        Args:
-            hidden_states: float [B, T, H], or the batch's packed rows [R, H] (`token_index`).
-            attention_mask: float [B, 1, 1, T], 0 for real tokens and -10000 for padding.
-            token_index: int32 [R], the flat position of each packed row (`modeling.packing`);
-                None for [B, T, H] states.
-
-        Returns:
-            float context vectors, heads concatenated: [B, T, H], or [R, H] for packed rows.
-        """
-        if token_index is None:
-            batch, length = tf.shape(hidden_states)[0], tf.shape(hidden_states)[1]
-        else:
-            batch, length = tf.shape(attention_mask)[0], tf.shape(attention_mask)[3]
-        flat_states = tf.reshape(hidden_states, [-1, hidden_states.shape[-1]])  # [B*T or R, H]
-        heads = dict(token_index=token_index, batch=batch, length=length)
-        query = self._heads(self.query, flat_states, **heads)        # [B, N, T, D]
-        key = self._heads(self.key, flat_states, **heads)            # [B, N, T, D]
-        value = self._heads(self.value, flat_states, **heads)        # [B, N, T, D]
+    def _attend(self, query, key, value, attention_mask, training):
+        """The context vectors [B*T, H] of query, key, value [B, N, T, D] under the additive
+        attention_mask [B, 1, 1, T]."""
         scores = tf.matmul(query, key, transpose_b=True) * (1.0 / math.sqrt(self.head_size))
         scores += tf.cast(attention_mask, scores.dtype)               # [B, N, T, T]
         probs = self.dropout(tf.nn.softmax(scores, axis=-1), training=training)
         context = _swap_axes_1_2(tf.matmul(probs, value))              # [B, T, N, D]
-        context = tf.reshape(context, [batch, length, self.num_heads * self.head_size])
-        if token_index is None:
-            return context
-        return packing.gather_tokens(context, token_index)             # [R, H]
+        return tf.reshape(context, [-1, self.num_heads * self.head_size])
+
+    def call(self, hidden_states, attention_mask, layout=None, training=None):
+        """Attends every position to every unmasked position of its sequence.
+
+        Args:
+            hidden_states: float [B, T, H], or the batch's packed rows [R, H] (`layout`).
+            attention_mask: float [B, 1, 1, T], 0 for real tokens and -10000 for padding.
+            layout: for packed rows, the batch's packing: `token_index` int32 [R] and where
+                attention places each row (`modeling.packing.attention_layout`); None for
+                [B, T, H] states.
+
+        Returns:
+            float context vectors, heads concatenated: [B, T, H], or [R, H] for packed rows.
+        """
+        if layout is not None:
+            return self._attend_packed(hidden_states, layout, training)
+        batch, length = tf.shape(hidden_states)[0], tf.shape(hidden_states)[1]
+        flat_states = tf.reshape(hidden_states, [-1, hidden_states.shape[-1]])   # [B*T, H]
+        query, key, value = (self._heads(projection(flat_states), batch, length)
+                             for projection in (self.query, self.key, self.value))
+        context = self._attend(query, key, value, attention_mask, training)       # [B*T, H]
+        return tf.reshape(context, [batch, length, self.num_heads * self.head_size])
+
+    def _attend_packed(self, rows, layout, training):
+        """Packed rows [R, H] -> their context vectors [R, H], attention run per group of rows
+        (`modeling.packing.attention_layout`)."""
+        sizes, lengths = layout["group_sizes"], layout["group_lengths"]
+        slots = sizes * lengths
+        groups = sizes.shape[0]
+
+        def per_group(x, shape):
+            return [tf.reshape(part, shape(g)) for g, part in enumerate(
+                tf.split(x, slots, num=groups))]
+        masks = per_group(layout["slot_mask"], lambda g: [sizes[g], 1, 1, lengths[g]])
+        heads = [per_group(packing.scatter_rows(projection(rows), layout["slot_index"],
+                                                tf.reduce_sum(slots)),     # [S, H]
+                           lambda g: [sizes[g], lengths[g], self.num_heads, self.head_size])
+                 for projection in (self.query, self.key, self.value)]
+        contexts = [self._attend(*(_swap_axes_1_2(h) for h in qkv), mask, training)
+                    for *qkv, mask in zip(*heads, masks)]
+        return packing.gather_rows(tf.concat(contexts, 0), layout["slot_index"])  # [R, H]
 
     def get_config(self):
         return {**super().get_config(), "num_heads": self.num_heads, "head_size": self.head_size,

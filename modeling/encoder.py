@@ -116,11 +116,12 @@ def _padded_stack(inputs, embeddings, layers, attention_mask):
 
 def _packed_stack(inputs, embeddings, layers, attention_mask):
     """The embeddings and layers on the real tokens' [R, H] rows, unpacked to [B, T, H] outputs."""
-    token_index = TokenPacking(name="packing")(inputs[INPUT_MASK])
+    layout = TokenPacking(name="packing")(inputs[INPUT_MASK])
+    token_index = layout["token_index"]
     hidden_states = embeddings(inputs[INPUT_IDS], inputs[SEGMENT_IDS], token_index)
     packed_outputs = [hidden_states]                                            # [R, H] each
     for layer in layers:
-        hidden_states = layer(hidden_states, attention_mask, token_index)
+        hidden_states = layer(hidden_states, attention_mask, layout)
         packed_outputs.append(hidden_states)
     unpacking = TokenUnpacking(name="unpacking")
     embedding_output, *encoder_outputs = [

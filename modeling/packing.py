@@ -1,7 +1,10 @@
 """A padded batch's real tokens as one matrix of rows (packing), and back to [B, T] (unpacking).
 
 The packed encoder runs its dense layers, LayerNorms, activations, dropout and residual adds on
-the real tokens only; attention scatters them back into their rows for its per-sequence products.
+the real tokens only; attention scatters them back into their rows for its per-sequence products,
+the rows sorted by length and cut into groups, each padded to its own longest row
+(`attention_layout`), so that the [T, T] products and the softmax, dropout and their gradients
+on the scores cover little more than the real tokens' [length, length].
 
 Shapes: B batch, T sequence length, R packed rows, W any width. Packed row r holds the token at
 flat position `token_index[r]` = b * T + t of the batch, real tokens first, in row-major order
@@ -38,6 +41,12 @@ XLA_BUCKETS = 4
 # code, where some functions (rsqrt) round differently: a token's numbers would otherwise depend
 # on which rows share its batch.
 ROW_MULTIPLE = 16
+
+# Attention runs on the batch's rows sorted by their length and cut into this many groups, each
+# padded to its own longest row (`attention_layout`): on random batches of GLUE's training sets,
+# 1.25x (MRPC) and 2.0x (SST-2) the [T, T] scores of the real tokens, against 2.2x and 6.3x for the
+# batch padded to its longest row.
+ATTENTION_GROUPS = 4
 
 # The bucket of the `by_bucket` branch being traced, whose row count `pack` gives.
 _xla_bucket = contextvars.ContextVar("xla_bucket", default=None)
@@ -123,13 +132,13 @@ def gather_tokens(values: tf.Tensor, token_index: tf.Tensor) -> tf.Tensor:
     flat = tf.reshape(values, tf.concat([[shape[0] * shape[1]], shape[2:]], 0))  # [B*T, ...]
     if not flat.dtype.is_floating:
         return tf.gather(flat, tf.minimum(token_index, shape[0] * shape[1] - 1))
-    return _gather_rows(flat, token_index)
+    return gather_rows(flat, token_index)
 
 
 def scatter_tokens(packed: tf.Tensor, token_index: tf.Tensor, batch: tf.Tensor,
                    length: tf.Tensor) -> tf.Tensor:
     """Unpacks: packed [R, W] -> [B, T, W], zeros where no packed row lands."""
-    flat = _scatter_rows(packed, token_index, batch * length)                   # [B*T, W]
+    flat = scatter_rows(packed, token_index, batch * length)                   # [B*T, W]
     return tf.reshape(flat, [batch, length, packed.shape[-1] or tf.shape(packed)[-1]])
 
 
@@ -139,18 +148,18 @@ def scatter_tokens(packed: tf.Tensor, token_index: tf.Tensor, batch: tf.Tensor,
 # took 7% of a MiniLM training step on MRPC's batches.
 
 @tf.custom_gradient
-def _gather_rows(flat: tf.Tensor, token_index: tf.Tensor) -> tf.Tensor:
+def gather_rows(flat: tf.Tensor, token_index: tf.Tensor) -> tf.Tensor:
     """flat [P, W] -> its rows at `token_index` [R]; an index P (past the end) reads row P - 1."""
     size = tf.shape(flat)[0]
     rows = tf.gather(flat, tf.minimum(token_index, size - 1))
 
     def gradient(d_rows):
-        return _scatter_rows(d_rows, token_index, size), None
+        return scatter_rows(d_rows, token_index, size), None
     return rows, gradient
 
 
 @tf.custom_gradient
-def _scatter_rows(rows: tf.Tensor, token_index: tf.Tensor, size: tf.Tensor) -> tf.Tensor:
+def scatter_rows(rows: tf.Tensor, token_index: tf.Tensor, size: tf.Tensor) -> tf.Tensor:
     """rows [R, W] -> [size, W] with row r at `token_index[r]`, zeros elsewhere; rows whose index
     is `size` (past the end) are dropped."""
     shape = tf.concat([[size + 1], tf.shape(rows)[1:]], 0)
@@ -158,16 +167,68 @@ def _scatter_rows(rows: tf.Tensor, token_index: tf.Tensor, size: tf.Tensor) -> t
 
     def gradient(d_flat):
         kept = tf.reshape(token_index < size, [-1] + [1] * (rows.shape.rank - 1))
-        d_rows = _gather_rows(d_flat, token_index)
+        d_rows = gather_rows(d_flat, token_index)
         return tf.where(kept, d_rows, tf.zeros_like(d_rows)), None, None
     return flat, gradient
 
 
+def attention_layout(input_mask: tf.Tensor, token_index: tf.Tensor) -> dict:
+    """Where attention places the packed rows: the batch's rows in `ATTENTION_GROUPS` groups.
+
+    The rows are sorted by extent (one past their last real token) and cut into groups of equal
+    counts, each as long as its longest row; an empty group holds one slot (LiteRT's XNNPack
+    cannot reshape tensors of size zero). Under XLA, whose shapes are static, the batch is the
+    first group as it is, and the others hold one slot.
+
+    Args:
+        input_mask: int [B, T], nonzero for real tokens.
+        token_index: int32 [R], the batch's packing (`pack`).
+
+    Returns:
+        A dict: `group_sizes` and `group_lengths` int32 [G], each group's rows and length, laid
+        out one after the other in S = sum(sizes * lengths) slots; `slot_index` int32 [R], each
+        packed row's slot (S for the rows that round the count up); `slot_mask` float32 [S], the
+        additive attention mask of each slot (0 for a real token, -10000 else).
+    """
+    batch, length = tf.shape(input_mask)[0], tf.shape(input_mask)[1]
+    if compiled_with_xla():
+        order = tf.range(batch)
+        bounds = tf.concat([[0], tf.fill([ATTENTION_GROUPS], batch)], 0)               # [G + 1]
+        lengths = tf.concat([[length], tf.zeros([ATTENTION_GROUPS - 1], tf.int32)], 0)  # [G]
+    else:
+        positions = tf.range(1, length + 1)
+        extent = tf.reduce_max(tf.where(tf.not_equal(input_mask, 0), positions, 0), axis=1)
+        order = tf.argsort(extent, stable=True)                                    # [B]
+        bounds = tf.range(ATTENTION_GROUPS + 1) * batch // ATTENTION_GROUPS        # [G + 1]
+        # A group's longest row is its last; the leading 0 serves empty groups and batches.
+        sorted_extent = tf.concat([[0], tf.gather(extent, order)], 0)              # [B + 1]
+        lengths = tf.where(bounds[1:] > bounds[:-1], tf.gather(sorted_extent, bounds[1:]), 0)
+    sizes = tf.maximum(bounds[1:] - bounds[:-1], 1)                                # [G]
+    lengths = tf.maximum(lengths, 1)                                               # [G]
+    offsets = tf.cumsum(sizes * lengths, exclusive=True)                           # [G]
+    # (Scatter and compare, not invert_permutation and searchsorted: LiteRT has kernels for these.)
+    rank = tf.scatter_nd(order[:, tf.newaxis], tf.range(batch), [batch])           # [B]
+    group = tf.reduce_sum(tf.cast(bounds[tf.newaxis, 1:] <= rank[:, tf.newaxis], tf.int32),
+                          axis=1)                                                  # [B]
+    row_start = (tf.gather(offsets, group)
+                 + (rank - tf.gather(bounds, group)) * tf.gather(lengths, group))  # [B]
+    slot_count = tf.reduce_sum(sizes * lengths)
+    token = tf.minimum(token_index, batch * length - 1)
+    slot_index = tf.where(token_index < batch * length,
+                          tf.gather(row_start, token // length) + token % length, slot_count)
+    real = tf.scatter_nd(slot_index[:, tf.newaxis], tf.ones_like(slot_index), [slot_count + 1])
+    slot_mask = (1.0 - tf.cast(real[:-1], tf.float32)) * -10000.0                  # [S]
+    return {"group_sizes": sizes, "group_lengths": lengths, "slot_index": slot_index,
+            "slot_mask": slot_mask}
+
+
 class TokenPacking(keras.layers.Layer):
-    """Layer form of `pack`, for functional models: input_mask [B, T] -> token_index [R]."""
+    """Layer form of `pack` and `attention_layout`: input_mask [B, T] -> the layout's dict with
+    `token_index` [R] added."""
 
     def call(self, input_mask):
-        return pack(input_mask)
+        token_index = pack(input_mask)
+        return {"token_index": token_index, **attention_layout(input_mask, token_index)}
 
 
 class TokenUnpacking(keras.layers.Layer):

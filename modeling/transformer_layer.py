@@ -52,20 +52,20 @@ class TransformerLayer(keras.layers.Layer):
         self.output_dense.build((None, self.intermediate_size))
         self.output_layer_norm.build(hidden_shape)
 
-    def call(self, hidden_states, attention_mask, token_index=None, training=None):
+    def call(self, hidden_states, attention_mask, layout=None, training=None):
         """Runs one block.
 
         Args:
             hidden_states: float [B, T, H] output of the previous layer (or the embeddings), or
-                the batch's packed rows [R, H] when `token_index` is given.
+                the batch's packed rows [R, H] when `layout` is given.
             attention_mask: float32 [B, 1, 1, T] additive mask (0 real, -10000 padding).
-            token_index: int32 [R], the batch's packing (`modeling.packing.pack`), or None.
+            layout: the batch's packing (`modeling.packing.TokenPacking`), or None.
 
         Returns:
             float [B, T, H], or [R, H] packed.
         """
-        if token_index is not None:
-            context = self.attention(hidden_states, attention_mask, token_index,
+        if layout is not None:
+            context = self.attention(hidden_states, attention_mask, layout,
                                      training=training)                            # [R, H]
             return self._after_attention(hidden_states, context, training)
         residual = tf.reshape(hidden_states, [-1, self.hidden_size])               # [B*T, H]

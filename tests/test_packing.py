@@ -82,7 +82,9 @@ def test_real_tokens_as_padded_and_padding_zero(run):
 def test_full_length_rows_batches_of_one_and_empty_batches(lengths, width):
     packed, padded = _encoders()
     batch = _batch(lengths, width, seed=2)
-    _assert_packed_matches_padded(packed(batch), padded(batch), batch["input_mask"])
+    # Packed, a row attends over its group's length (300), padded over the batch's (512): sums
+    # of another length, rounded otherwise.
+    _assert_packed_matches_padded(packed(batch), padded(batch), batch["input_mask"], atol=2e-6)
 
 
 @pytest.mark.parametrize("run", ["eager", "graph"])
@@ -240,3 +242,44 @@ def test_packed_and_padded_have_the_same_weights_and_paths():
     assert packed.count_params() == padded.count_params()
     assert BertEncoder.from_config(packed.get_config()).packed
     assert not BertEncoder.from_config(padded.get_config()).packed
+
+
+@pytest.mark.parametrize("lengths", [[5, 16, 0, 9, 16, 1, 12], [3], [0, 0], [16, 16, 16, 16, 2]])
+def test_attention_groups_hold_every_row_once_sorted_by_extent(lengths):
+    batch = _batch(lengths, 16, seed=5)
+    batch["input_mask"][0] = [0, 1, 0, 0, 1, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0]  # no prefix
+    input_mask = batch["input_mask"]
+    token_index = packing.pack(tf.constant(input_mask))
+    layout = packing.attention_layout(tf.constant(input_mask), token_index)
+    sizes, group_lengths = layout["group_sizes"].numpy(), layout["group_lengths"].numpy()
+    assert len(sizes) == packing.ATTENTION_GROUPS
+    # Equal counts; no group empty (fewer rows than groups: one slot each).
+    assert sizes.sum() == max(len(lengths), packing.ATTENTION_GROUPS)
+    assert sizes.min() >= 1 and sizes.max() - sizes.min() <= 1
+    # Each packed token's flat position b * 16 + t, placed where attention places it; the rows
+    # that round the count up go one past the groups' slots.
+    slots = np.full(int((sizes * group_lengths).sum()) + 1, -1)
+    slots[layout["slot_index"].numpy()] = token_index.numpy()
+    assert slots[-1] == (input_mask.size if token_index.shape[0] > input_mask.sum() else -1)
+    slot_mask = layout["slot_mask"].numpy()
+    assert slot_mask.shape == (slots.size - 1,)
+    np.testing.assert_array_equal(slot_mask, np.where(slots[:-1] >= 0, 0.0, -10000.0))
+    extent = [int(np.flatnonzero(row).max()) + 1 if row.any() else 0 for row in input_mask]
+    # Group by group, a [rows, length] block of whole batch rows at their own positions, in
+    # order of extent, the group as long as its longest row.
+    rows_seen, extents_seen, start = [], [], 0
+    for size, length in zip(sizes, group_lengths):
+        block = slots[start:start + size * length].reshape(size, length)
+        start += size * length
+        for block_row in block:
+            real = np.flatnonzero(block_row >= 0)
+            row = block_row[real[0]] // 16 if real.size else None
+            if row is not None:
+                np.testing.assert_array_equal(real, np.flatnonzero(input_mask[row]))
+                np.testing.assert_array_equal(block_row[real], row * 16 + real)
+            rows_seen.append(row)
+            extents_seen.append(extent[row] if row is not None else 0)
+        assert length == max(extents_seen[len(extents_seen) - size:] + [1])
+    assert sorted(r for r in rows_seen if r is not None) == [b for b in range(len(lengths))
+                                                              if extent[b]]
+    assert extents_seen == sorted(extents_seen) and len(rows_seen) == sizes.sum()
