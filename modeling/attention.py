@@ -5,6 +5,7 @@ import keras
 import tensorflow as tf
 
 from modeling import packing
+from modeling.dropout import Dropout
 from modeling.initializers import weight_initializer
 
 # Shapes: B batch, T sequence length (from = to = T in self-attention), N heads, D head size,
@@ -44,7 +45,7 @@ class SelfAttention(keras.layers.Layer):
         self.query = keras.layers.Dense(width, name="query", **dense)
         self.key = keras.layers.Dense(width, name="key", **dense)
         self.value = keras.layers.Dense(width, name="value", **dense)
-        self.dropout = keras.layers.Dropout(dropout_rate, name="dropout", dtype=self.dtype_policy)
+        self.dropout = Dropout(dropout_rate, name="dropout", dtype=self.dtype_policy)
 
     def build(self, input_shape):
         for projection in (self.query, self.key, self.value):

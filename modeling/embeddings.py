@@ -3,6 +3,7 @@ import keras
 import tensorflow as tf
 
 from modeling import packing
+from modeling.dropout import Dropout
 from modeling.initializers import weight_initializer
 from modeling.layer_norm import LayerNorm
 
@@ -27,7 +28,7 @@ class BertEmbeddings(keras.layers.Layer):
         self.dropout_rate = dropout_rate
         self.initializer_range = initializer_range
         self.layer_norm = LayerNorm(epsilon=1e-12, name="layer_norm", dtype=self.dtype_policy)
-        self.dropout = keras.layers.Dropout(dropout_rate, name="dropout", dtype=self.dtype_policy)
+        self.dropout = Dropout(dropout_rate, name="dropout", dtype=self.dtype_policy)
 
     def build(self, input_shape):
         init = weight_initializer(self.initializer_range)

@@ -4,6 +4,7 @@ import tensorflow as tf
 
 from modeling.activations import get_activation
 from modeling.attention import SelfAttention
+from modeling.dropout import Dropout
 from modeling.initializers import weight_initializer
 from modeling.layer_norm import LayerNorm
 
@@ -41,7 +42,7 @@ class TransformerLayer(keras.layers.Layer):
         get_activation(hidden_act)  # an unknown name fails here, at construction
         self.output_dense = keras.layers.Dense(hidden_size, name="output", **dense)
         self.output_layer_norm = LayerNorm(epsilon=1e-12, name="output_layer_norm", dtype=policy)
-        self.dropout = keras.layers.Dropout(hidden_dropout_prob, name="dropout", dtype=policy)
+        self.dropout = Dropout(hidden_dropout_prob, name="dropout", dtype=policy)
 
     def build(self, input_shape):
         hidden_shape = (None, self.hidden_size)
