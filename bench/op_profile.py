@@ -24,9 +24,11 @@ import os
 CATEGORIES = ("matmul forward", "matmul backward", "optimizer update", "LayerNorm", "GELU",
               "softmax", "dropout", "packing gather/scatter", "head transposes", "bias add",
               "embeddings", "casts", "other")
-# Ops that move the packed rows to and from their [B, T] places (and their gradients).
+# Ops that move the packed rows to and from their places in attention's groups of rows (and
+# their gradients).
 _PACKING_TYPES = {"ScatterNd", "GatherNd", "GatherV2", "UnsortedSegmentSum", "StridedSlice",
-                  "StridedSliceGrad", "Where", "PadV2", "Minimum"}
+                  "StridedSliceGrad", "Where", "PadV2", "Minimum", "SplitV", "ConcatV2",
+                  "SelectV2", "ZerosLike"}
 # The name-scope words that place an unscoped op, most specific first.
 _REGIONS = ("layer_norm", "dropout", "softmax", "intermediate")
 _XLA_EVENT = "CpuExecutable::ExecuteAsyncOnStream"
