@@ -92,18 +92,15 @@ class SelfAttention(keras.layers.Layer):
         (`modeling.packing.attention_layout`)."""
         sizes, lengths = layout["group_sizes"], layout["group_lengths"]
         slots = sizes * lengths
-        groups = sizes.shape[0]
 
-        def per_group(x, shape):
-            return [tf.reshape(part, shape(g)) for g, part in enumerate(
-                tf.split(x, slots, num=groups))]
-        masks = per_group(layout["slot_mask"], lambda g: [sizes[g], 1, 1, lengths[g]])
-        heads = [per_group(packing.scatter_rows(projection(rows), layout["slot_index"],
-                                                tf.reduce_sum(slots)),     # [S, H]
-                           lambda g: [sizes[g], lengths[g], self.num_heads, self.head_size])
-                 for projection in (self.query, self.key, self.value)]
-        contexts = [self._attend(*(_swap_axes_1_2(h) for h in qkv), mask, training)
-                    for *qkv, mask in zip(*heads, masks)]
+        def per_group(x):                                          # [S, ...] -> G parts
+            return enumerate(tf.split(x, slots, num=sizes.shape[0]))
+        masks = [tf.reshape(part, [sizes[g], 1, 1, lengths[g]])
+                 for g, part in per_group(layout["slot_mask"])]
+        heads = [[self._heads(part, sizes[g], lengths[g]) for g, part in per_group(
+            packing.scatter_rows(projection(rows), layout["slot_index"], tf.reduce_sum(slots)))]
+                 for projection in (self.query, self.key, self.value)]  # 3 x G x [rows, N, T, D]
+        contexts = [self._attend(*qkv, mask, training) for *qkv, mask in zip(*heads, masks)]
         return packing.gather_rows(tf.concat(contexts, 0), layout["slot_index"])  # [R, H]
 
     def get_config(self):
