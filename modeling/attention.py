@@ -56,14 +56,23 @@ class SelfAttention(keras.layers.Layer):
         x = tf.reshape(x, [batch, length, self.num_heads, self.head_size])  # [B, T, N, D]
         return _swap_axes_1_2(x)                                           # [B, N, T, D]
 
+    def _scores(self, query, key, attention_mask):
+        """Scaled, masked scores [B, N, T, T] of query, key [B, N, T, D] under the additive
+        attention_mask [B, 1, 1, T]."""
+        scores = tf.matmul(query, key, transpose_b=True) * (1.0 / math.sqrt(self.head_size))
+        return scores + tf.cast(attention_mask, scores.dtype)
+
+    def _context(self, probs, value):
+        """The context vectors [B*T, H] of probs [B, N, T, T] over value [B, N, T, D]."""
+        context = _swap_axes_1_2(tf.matmul(probs, value))              # [B, T, N, D]
+        return tf.reshape(context, [-1, self.num_heads * self.head_size])
+
     def _attend(self, query, key, value, attention_mask, training):
         """The context vectors [B*T, H] of query, key, value [B, N, T, D] under the additive
         attention_mask [B, 1, 1, T]."""
-        scores = tf.matmul(query, key, transpose_b=True) * (1.0 / math.sqrt(self.head_size))
-        scores += tf.cast(attention_mask, scores.dtype)               # [B, N, T, T]
+        scores = self._scores(query, key, attention_mask)
         probs = self.dropout(tf.nn.softmax(scores, axis=-1), training=training)
-        context = _swap_axes_1_2(tf.matmul(probs, value))              # [B, T, N, D]
-        return tf.reshape(context, [-1, self.num_heads * self.head_size])
+        return self._context(probs, value)
 
     def call(self, hidden_states, attention_mask, layout=None, training=None):
         """Attends every position to every unmasked position of its sequence.
@@ -90,17 +99,17 @@ class SelfAttention(keras.layers.Layer):
     def _attend_packed(self, rows, layout, training):
         """Packed rows [R, H] -> their context vectors [R, H], attention run per group of rows
         (`modeling.packing.attention_layout`)."""
-        sizes, lengths = layout["group_sizes"], layout["group_lengths"]
-        slots = sizes * lengths
-
-        def per_group(x):                                          # [S, ...] -> G parts
-            return enumerate(tf.split(x, slots, num=sizes.shape[0]))
-        masks = [tf.reshape(part, [sizes[g], 1, 1, lengths[g]])
-                 for g, part in per_group(layout["slot_mask"])]
-        heads = [[self._heads(part, sizes[g], lengths[g]) for g, part in per_group(
-            packing.scatter_rows(projection(rows), layout["slot_index"], tf.reduce_sum(slots)))]
+        shapes = [tf.stack([size, length, self.num_heads, self.head_size])
+                  for size, length in layout["group_shapes"]]               # G x [4]
+        heads = [[_swap_axes_1_2(tf.reshape(part, shape)) for part, shape in zip(tf.split(
+                      packing.scatter_rows(projection(rows), layout["slot_index"],
+                                           layout["slot_count"]),
+                      layout["group_slots"], num=len(shapes)), shapes)]
                  for projection in (self.query, self.key, self.value)]  # 3 x G x [rows, N, T, D]
-        contexts = [self._attend(*qkv, mask, training) for *qkv, mask in zip(*heads, masks)]
+        scores = [self._scores(query, key, mask)
+                  for query, key, mask in zip(*heads[:2], layout["group_masks"])]
+        probs = self.dropout.drop_each([tf.nn.softmax(s, axis=-1) for s in scores], training)
+        contexts = [self._context(p, value) for p, value in zip(probs, heads[2])]
         return packing.gather_rows(tf.concat(contexts, 0), layout["slot_index"])  # [R, H]
 
     def get_config(self):

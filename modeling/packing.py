@@ -162,7 +162,9 @@ def gather_rows(flat: tf.Tensor, token_index: tf.Tensor) -> tf.Tensor:
 def scatter_rows(rows: tf.Tensor, token_index: tf.Tensor, size: tf.Tensor) -> tf.Tensor:
     """rows [R, W] -> [size, W] with row r at `token_index[r]`, zeros elsewhere; rows whose index
     is `size` (past the end) are dropped."""
-    shape = tf.concat([[size + 1], tf.shape(rows)[1:]], 0)
+    width = rows.shape[1:]
+    shape = ([size + 1, *width] if width.is_fully_defined() else
+             tf.concat([[size + 1], tf.shape(rows)[1:]], 0))
     flat = tf.scatter_nd(token_index[:, tf.newaxis], rows, shape)[:-1]
 
     def gradient(d_flat):
@@ -186,9 +188,12 @@ def attention_layout(input_mask: tf.Tensor, token_index: tf.Tensor) -> dict:
 
     Returns:
         A dict: `group_sizes` and `group_lengths` int32 [G], each group's rows and length, laid
-        out one after the other in S = sum(sizes * lengths) slots; `slot_index` int32 [R], each
-        packed row's slot (S for the rows that round the count up); `slot_mask` float32 [S], the
-        additive attention mask of each slot (0 for a real token, -10000 else).
+        out one after the other in `slot_count` = S = sum(`group_slots`) slots, `group_slots`
+        int32 [G] = sizes * lengths; `slot_index` int32 [R], each packed row's slot (S for the
+        rows that round the count up); `slot_mask` float32 [S], the additive attention mask of
+        each slot (0 for a real token, -10000 else). And per group, lists that every layer
+        shares: `group_shapes`, [rows, length] as int32 scalars, and `group_masks`, the group's
+        part of `slot_mask` as float32 [rows, 1, 1, length].
     """
     batch, length = tf.shape(input_mask)[0], tf.shape(input_mask)[1]
     if compiled_with_xla():
@@ -205,21 +210,30 @@ def attention_layout(input_mask: tf.Tensor, token_index: tf.Tensor) -> dict:
         lengths = tf.where(bounds[1:] > bounds[:-1], tf.gather(sorted_extent, bounds[1:]), 0)
     sizes = tf.maximum(bounds[1:] - bounds[:-1], 1)                                # [G]
     lengths = tf.maximum(lengths, 1)                                               # [G]
-    offsets = tf.cumsum(sizes * lengths, exclusive=True)                           # [G]
+    group_slots = sizes * lengths                                                  # [G]
+    offsets = tf.cumsum(group_slots, exclusive=True)                               # [G]
     # (Scatter and compare, not invert_permutation and searchsorted: LiteRT has kernels for these.)
     rank = tf.scatter_nd(order[:, tf.newaxis], tf.range(batch), [batch])           # [B]
     group = tf.reduce_sum(tf.cast(bounds[tf.newaxis, 1:] <= rank[:, tf.newaxis], tf.int32),
                           axis=1)                                                  # [B]
     row_start = (tf.gather(offsets, group)
                  + (rank - tf.gather(bounds, group)) * tf.gather(lengths, group))  # [B]
-    slot_count = tf.reduce_sum(sizes * lengths)
+    slot_count = tf.reduce_sum(group_slots)
     token = tf.minimum(token_index, batch * length - 1)
     slot_index = tf.where(token_index < batch * length,
                           tf.gather(row_start, token // length) + token % length, slot_count)
     real = tf.scatter_nd(slot_index[:, tf.newaxis], tf.ones_like(slot_index), [slot_count + 1])
     slot_mask = (1.0 - tf.cast(real[:-1], tf.float32)) * -10000.0                  # [S]
-    return {"group_sizes": sizes, "group_lengths": lengths, "slot_index": slot_index,
-            "slot_mask": slot_mask}
+    # Each layer's attention reshapes by these: computed once here, they keep the step's graph
+    # (traced and instantiated on a training run's first step) a few hundred ops smaller a layer.
+    # Rows and lengths stay separate scalars: where the batch size is static, so are the rows.
+    shapes = [*zip(tf.unstack(sizes, num=ATTENTION_GROUPS),
+                   tf.unstack(lengths, num=ATTENTION_GROUPS))]                     # G x (2 [])
+    masks = [tf.reshape(part, [rows, 1, 1, group_length]) for part, (rows, group_length) in
+             zip(tf.split(slot_mask, group_slots, num=ATTENTION_GROUPS), shapes)]
+    return {"group_sizes": sizes, "group_lengths": lengths, "group_slots": group_slots,
+            "slot_count": slot_count, "slot_index": slot_index, "slot_mask": slot_mask,
+            "group_shapes": [list(shape) for shape in shapes], "group_masks": masks}
 
 
 class TokenPacking(keras.layers.Layer):
