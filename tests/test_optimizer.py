@@ -186,6 +186,44 @@ def test_without_clipping_takes_the_raw_gradient_and_sparse_equals_dense():
 
 
 @pytest.mark.parametrize("optimizer_type", ["adamw", "adamw_bias_corrected", "lamb"])
+def test_clipping_scales_every_gradient_once_as_clip_by_global_norm(optimizer_type):
+    """The clipping scale, applied in each update (dense gradients) or to a sparse gradient's
+    values, gives bit for bit the step on `tf.clip_by_global_norm`'s gradients: a large variable
+    (its update compiled), small ones (updated together), an embedding table's rows (one row
+    twice)."""
+    rng = np.random.default_rng(7)
+    shapes = {"layer/kernel": (300, 256), "layer/bias": (256,),
+              "layer_norm/gamma": (256,), "embeddings/word_embeddings": (40, 8)}
+    init = {path: rng.normal(size=shape).astype(np.float32) for path, shape in shapes.items()}
+    clipped = create_optimizer(1e-2, 10, 0, optimizer_type)
+    unclipped = create_optimizer(1e-2, 10, 0, optimizer_type, clip_norm=None)
+    variables = [[make_variable(path, value) for path, value in init.items()] for _ in range(2)]
+
+    def gradients():
+        dense = [tf.constant(rng.normal(size=shape).astype(np.float32))
+                 for shape in list(shapes.values())[:3]]
+        rows = tf.constant(rng.normal(size=(3, 8)).astype(np.float32))
+        return dense + [tf.IndexedSlices(rows, tf.constant([5, 2, 5]), tf.constant([40, 8]))]
+
+    @tf.function
+    def steps(grads):
+        clipped.apply(grads, variables[0])
+        unclipped.apply(tf.clip_by_global_norm(grads, 1.0)[0], variables[1])
+
+    for _ in range(2):
+        grads = gradients()
+        assert tf.linalg.global_norm(grads) > 10.0  # clipped
+        steps(grads)
+    slots = [optimizer.moment_slots() for optimizer in (clipped, unclipped)]
+    for path in shapes:
+        for a, b in zip(slots[0][path], slots[1][path]):
+            np.testing.assert_array_equal(a.numpy(), b.numpy())
+    for a, b in zip(*variables):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+        assert not np.array_equal(a.numpy(), init[a.path])
+
+
+@pytest.mark.parametrize("optimizer_type", ["adamw", "adamw_bias_corrected", "lamb"])
 def test_grouped_update_of_small_variables_equals_one_update_each(optimizer_type):
     """Small variables updated together, over their concatenation, get bit for bit the values of
     one update each; 1-D and 2-D, decayed and excluded, a sparse gradient among them."""

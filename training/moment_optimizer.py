@@ -79,10 +79,11 @@ class MomentOptimizer(keras.optimizers.Optimizer):
         variables = [v.value if isinstance(v, keras.Variable) else v for v in trainable_variables]
         grads_and_vars = self._all_reduce_sum_gradients(list(zip(grads, variables)))
         grads = [grad for grad, _ in grads_and_vars]
+        scale = None
         if self.clip_norm is not None:
-            grads, _ = tf.clip_by_global_norm(grads, self.clip_norm)
+            scale = _clip_scale(grads, self.clip_norm)
         keras_internals.merge_call(self._distributed_tf_update_step, self._distribution_strategy,
-                                   list(zip(grads, variables)), learning_rate)
+                                   list(zip(grads, variables)), learning_rate, scale)
 
     def _rule(self, index: int, dtype, learning_rate) -> tuple[Callable, tuple]:
         """Variable `index`'s update: `values_fn` and its arguments after the gradient."""
@@ -92,35 +93,40 @@ class MomentOptimizer(keras.optimizers.Optimizer):
         """Whether variable `index`'s update acts element by element (no norm of the variable)."""
         raise NotImplementedError
 
-    def update_step(self, gradient, variable, learning_rate):
+    def update_step(self, gradient, variable, learning_rate, scale=None):
         index = self._get_variable_index(variable)
         values_fn, args = self._rule(index, variable.dtype, learning_rate)
-        self._update(values_fn, variable, index, gradient, *args)
+        self._update(values_fn, variable, index, gradient, scale, *args)
 
-    def _update(self, values_fn, variable, index: int, gradient, *args) -> None:
-        """Sets (variable, m, v) to `values_fn(variable, m, v, gradient, *args)`."""
+    def _update(self, values_fn, variable, index: int, gradient, scale, *args) -> None:
+        """Sets (variable, m, v) to `values_fn(variable, m, v, gradient * scale, *args)`
+        (`scale` None: the gradient as it is)."""
         m, v = self._adam_m[index], self._adam_v[index]
-        # Sparse (embedding) gradients update every row, as in the original's dense arithmetic.
-        gradient = tf.cast(tf.convert_to_tensor(gradient), variable.dtype)
+        gradient, scale = _dense(gradient, scale, variable.dtype)
         if variable.shape.num_elements() >= _XLA_UPDATE_MIN_ELEMENTS:
             slots = _on_device_of(variable, m, v)
             if slots is not None:
-                _in_place(values_fn)(variable, *slots, gradient, *args)
+                _in_place(values_fn)(variable, *slots, gradient, scale, *args)
                 return
-        values = values_fn(*(tf.convert_to_tensor(t) for t in (variable, m, v)), gradient, *args)
+        values = values_fn(*(tf.convert_to_tensor(t) for t in (variable, m, v)),
+                           _scaled(gradient, scale), *args)
         for target, value in zip((variable, m, v), values):
             self.assign(target, value)
 
-    def _distributed_tf_update_step(self, distribution, grads_and_vars, learning_rate):
-        # Small variables whose updates act element by element with the same arguments (biases,
-        # LayerNorm parameters: two thirds of BERT's variables) take one update over their
+    def _distributed_tf_update_step(self, distribution, grads_and_vars, learning_rate,
+                                    scale=None):
+        # Small variables whose updates act element by element with the same arguments and whose
+        # gradients are dense (biases, LayerNorm parameters: two thirds of BERT's variables) take
+        # one update over their
         # concatenation, the same arithmetic for every element, in a few dozen ops of the
         # step's graph instead of a few dozen per variable; the others, one update each.
         groups, singles = {}, []
         for gradient, variable in grads_and_vars:
             index = self._get_variable_index(variable)
+            sparse = isinstance(distribution.experimental_local_results(gradient)[0],
+                                tf.IndexedSlices)
             if variable.shape.num_elements() < _XLA_UPDATE_MIN_ELEMENTS and \
-                    self._elementwise(index):
+                    self._elementwise(index) and not sparse:
                 key = variable.dtype, self._do_use_weight_decay(index)
                 groups.setdefault(key, []).append((gradient, variable, index))
             else:
@@ -131,10 +137,13 @@ class MomentOptimizer(keras.optimizers.Optimizer):
                     self._group_targets(copy, members) is not None
                     for copy in distribution.experimental_local_results(anchor)):
                 distribution.extended.update(anchor, self._update_group,
-                                             args=(members, learning_rate), group=False)
+                                             args=(members, learning_rate, scale), group=False)
             else:
                 singles += [(gradient, variable) for gradient, variable, _ in members]
-        super()._distributed_tf_update_step(distribution, singles, learning_rate)
+        for gradient, variable in singles:
+            distribution.extended.update(
+                variable, lambda var, grad, *args: self.update_step(grad, var, *args),
+                args=(gradient, learning_rate, scale), group=False)
 
     def _group_targets(self, anchor: tf.Variable, members) -> list[list[tf.Variable]] | None:
         """Each member's (variable, m, v) on `anchor`'s device; None where one has no copy there."""
@@ -142,7 +151,7 @@ class MomentOptimizer(keras.optimizers.Optimizer):
                    for _, variable, index in members]
         return None if None in targets else targets
 
-    def _update_group(self, anchor: tf.Variable, members, learning_rate) -> None:
+    def _update_group(self, anchor: tf.Variable, members, learning_rate, scale) -> None:
         """`_update` of every member [(gradient, variable, index)] at once, on `anchor`'s device."""
         targets = self._group_targets(anchor, members)
         values_fn, args = self._rule(members[0][2], anchor.dtype, learning_rate)
@@ -150,6 +159,7 @@ class MomentOptimizer(keras.optimizers.Optimizer):
                      for gradient, _, _ in members]
         columns = [*zip(*targets)]  # variables, m, v
         inputs = [tf.concat([_flat(t) for t in column], 0) for column in (*columns, gradients)]
+        inputs[-1] = _scaled(inputs[-1], None if scale is None else tf.cast(scale, anchor.dtype))
         sizes = [variable.shape.num_elements() for variable in columns[0]]
         for column, value in zip(columns, values_fn(*inputs, *args)):
             for target, piece in zip(column, tf.split(value, sizes)):
@@ -184,12 +194,44 @@ _XLA_UPDATE_MIN_ELEMENTS = 1 << 16
 
 @functools.cache
 def _in_place(values_fn: Callable) -> Callable:
-    """`values_fn` as one XLA computation that assigns its (variable, m, v) to the three; one
-    per update rule, compiled per shape on first use."""
-    def update(variable, m, v, *args):
-        for target, value in zip((variable, m, v), values_fn(variable, m, v, *args)):
+    """`values_fn` as one XLA computation that assigns its (variable, m, v) to the three, the
+    gradient multiplied by `scale` (None: as it is) in the same pass; one per update rule,
+    compiled per shape on first use."""
+    def update(variable, m, v, gradient, scale, *args):
+        values = values_fn(variable, m, v, _scaled(gradient, scale), *args)
+        for target, value in zip((variable, m, v), values):
             target.assign(value)
     return tf.function(update, jit_compile=True)
+
+
+def _clip_scale(grads: list, clip_norm: float) -> tf.Tensor:
+    """The factor `tf.clip_by_global_norm(grads, clip_norm)` multiplies `grads` by (NaN or
+    infinite where their norm is), for the update to apply (`_dense`)."""
+    norm = tf.linalg.global_norm(grads)
+    scale = clip_norm * tf.minimum(1.0 / norm, tf.constant(1.0, norm.dtype) / clip_norm)
+    return scale + (norm - norm)
+
+
+def _dense(gradient, scale: tf.Tensor | None, dtype) -> tuple[tf.Tensor, tf.Tensor | None]:
+    """The gradient as a dense tensor of `dtype`, and the clipping scale its update applies.
+
+    A dense gradient takes the scale in its update, in the same pass over its memory as the rest
+    (the same product as `tf.clip_by_global_norm`'s, one multiplication an element). A sparse
+    (embedding) gradient's values take it first, each row as often as it occurs, and are then
+    summed into every row of the dense gradient: the clipping and arithmetic of the original.
+    """
+    if isinstance(gradient, tf.IndexedSlices):
+        values = _scaled(gradient.values,
+                         None if scale is None else tf.cast(scale, gradient.values.dtype))
+        dense = tf.convert_to_tensor(tf.IndexedSlices(values, gradient.indices,
+                                                      gradient.dense_shape))
+        return tf.cast(dense, dtype), None
+    return tf.cast(gradient, dtype), None if scale is None else tf.cast(scale, dtype)
+
+
+def _scaled(gradient: tf.Tensor, scale: tf.Tensor | None) -> tf.Tensor:
+    """gradient * scale; the gradient itself where `scale` is None."""
+    return gradient if scale is None else gradient * scale
 
 
 def _on_device_of(variable: tf.Variable, *others: keras.Variable | tf.Variable
