@@ -117,9 +117,9 @@ class MomentOptimizer(keras.optimizers.Optimizer):
                                     scale=None):
         # Small variables whose updates act element by element with the same arguments and whose
         # gradients are dense (biases, LayerNorm parameters: two thirds of BERT's variables) take
-        # one update over their
-        # concatenation, the same arithmetic for every element, in a few dozen ops of the
-        # step's graph instead of a few dozen per variable; the others, one update each.
+        # one update over their concatenation, the same arithmetic for every element, in a few
+        # dozen ops of the step's graph instead of a few dozen per variable; the others, one
+        # update each.
         groups, singles = {}, []
         for gradient, variable in grads_and_vars:
             index = self._get_variable_index(variable)
@@ -159,7 +159,7 @@ class MomentOptimizer(keras.optimizers.Optimizer):
                      for gradient, _, _ in members]
         columns = [*zip(*targets)]  # variables, m, v
         inputs = [tf.concat([_flat(t) for t in column], 0) for column in (*columns, gradients)]
-        inputs[-1] = _scaled(inputs[-1], None if scale is None else tf.cast(scale, anchor.dtype))
+        inputs[-1] = _scaled(inputs[-1], _cast(scale, anchor.dtype))
         sizes = [variable.shape.num_elements() for variable in columns[0]]
         for column, value in zip(columns, values_fn(*inputs, *args)):
             for target, piece in zip(column, tf.split(value, sizes)):
@@ -221,12 +221,16 @@ def _dense(gradient, scale: tf.Tensor | None, dtype) -> tuple[tf.Tensor, tf.Tens
     summed into every row of the dense gradient: the clipping and arithmetic of the original.
     """
     if isinstance(gradient, tf.IndexedSlices):
-        values = _scaled(gradient.values,
-                         None if scale is None else tf.cast(scale, gradient.values.dtype))
+        values = _scaled(gradient.values, _cast(scale, gradient.values.dtype))
         dense = tf.convert_to_tensor(tf.IndexedSlices(values, gradient.indices,
                                                       gradient.dense_shape))
         return tf.cast(dense, dtype), None
-    return tf.cast(gradient, dtype), None if scale is None else tf.cast(scale, dtype)
+    return tf.cast(gradient, dtype), _cast(scale, dtype)
+
+
+def _cast(scale: tf.Tensor | None, dtype) -> tf.Tensor | None:
+    """`scale` in `dtype`; None stays None."""
+    return None if scale is None else tf.cast(scale, dtype)
 
 
 def _scaled(gradient: tf.Tensor, scale: tf.Tensor | None) -> tf.Tensor:
