@@ -16,31 +16,34 @@ class Dropout(keras.layers.Dropout):
     """
 
     def call(self, inputs, training=False):
-        if not training or self.rate == 0 or self.noise_shape is not None:
+        if self._as_keras(training):
             return super().call(inputs, training=training)
         return drop(inputs, self.rate, self.seed_generator.next())
 
     def drop_each(self, inputs: list[tf.Tensor], training) -> list[tf.Tensor]:
         """`call` on each of `inputs`, their masks drawn at once from one seed: a few dozen ops
         fewer a tensor in graphs that drop several (attention's groups of rows)."""
-        if not training or self.rate == 0 or self.noise_shape is not None:
+        if self._as_keras(training):
             return [self.call(x, training=training) for x in inputs]
         sizes = tf.stack([tf.size(x) for x in inputs])
-        bits = random_bits(tf.reduce_sum(sizes), self.seed_generator.next())
+        bits = _random_bits(tf.reduce_sum(sizes), self.seed_generator.next())
         return [_apply(x, tf.reshape(part, tf.shape(x)), self.rate)
                 for x, part in zip(inputs, tf.split(bits, sizes, num=len(inputs)))]
+
+    def _as_keras(self, training) -> bool:
+        """Whether Keras' own dropout serves: not training (the input as it is), rate 0, or a
+        noise shape (masks broadcast over some axes)."""
+        return not training or self.rate == 0 or self.noise_shape is not None
 
 
 def drop(inputs: tf.Tensor, rate: float, seed: tf.Tensor) -> tf.Tensor:
     """inputs with elements dropped at `rate` and the others scaled, from the stateless `seed`
     (a [2] integer tensor)."""
-    if round(rate * _LEVELS) >= _LEVELS:
-        return tf.zeros_like(inputs)
-    bits = random_bits(tf.size(inputs), seed)
+    bits = _random_bits(tf.size(inputs), seed)
     return _apply(inputs, tf.reshape(bits, tf.shape(inputs)), rate)
 
 
-def random_bits(size: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
+def _random_bits(size: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
     """uint16 [size]: random bits from the stateless `seed` (a [2] integer tensor)."""
     seed = tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32)  # as Keras' seeds
     words = tf.random.stateless_uniform([(size + 1) // 2], seed, minval=None, maxval=None,
