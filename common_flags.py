@@ -177,6 +177,9 @@ def define_training_flags():
                       "as Model Garden's and transformers' AdamW (steadier fine-tuning on small "
                       "sets); lamb: layer-wise adaptive, for large batches. All three clip to "
                       "global norm 1.0 and decay no LayerNorm or bias variable.")
+    flags.DEFINE_float("adam_epsilon", 1e-6, "The optimizer's epsilon, added to sqrt(v) of the "
+                       "second moment (1e-6: the original's and Model Garden's; PyTorch's AdamW "
+                       "and transformers default to 1e-8).")
     flags.DEFINE_integer("gradient_accumulation_steps", 1,
                          "Micro-batches per optimizer step; the batch size flags stay global.")
     flags.DEFINE_integer("seed", 12345, "Random seed of initialisation, dropout and shuffling.")
@@ -197,6 +200,8 @@ def check_one_action(*names: str) -> None:
 
 def setup_from_flags() -> tf.distribute.Strategy:
     """Seeds every generator, sets the dtype policy and returns the strategy."""
+    if not FLAGS.adam_epsilon > 0:  # 0 divides by zero for a weight whose gradients are all 0
+        raise ValueError(f"--adam_epsilon={FLAGS.adam_epsilon} must be positive")
     keras.utils.set_random_seed(FLAGS.seed)
     set_dtype_policy(FLAGS.dtype)
     strategy = get_strategy(FLAGS.distribution_strategy, FLAGS.tpu)
@@ -235,7 +240,7 @@ def create_optimizer_from_flags(learning_rate: float, num_train_steps: int,
                                 num_warmup_steps: int) -> keras.optimizers.Optimizer:
     """The optimizer of --optimizer, loss-scaled under --dtype=mixed_float16."""
     return create_optimizer(learning_rate, num_train_steps, num_warmup_steps,
-                            optimizer_type=FLAGS.optimizer,
+                            optimizer_type=FLAGS.optimizer, epsilon=FLAGS.adam_epsilon,
                             use_loss_scale=needs_loss_scaling(FLAGS.dtype),
                             learning_rate_step_offset=int(FLAGS.learning_rate_of_next_step))
 

@@ -99,6 +99,8 @@ _CASES = [
      _CLASSIFIER + ["--init_checkpoint={damaged}"], "cannot be read"),
     ("glue_bad_batch_size", "run_classifier.py", {"train.tsv": _RTE_HEADER + _RTE_ROW},
      _CLASSIFIER + ["--eval_batch_size=0"], "--eval_batch_size=0 must be positive"),
+    ("glue_adam_epsilon_zero", "run_classifier.py", {"train.tsv": _RTE_HEADER + _RTE_ROW},
+     _CLASSIFIER + ["--adam_epsilon=0"], "--adam_epsilon=0.0 must be positive"),
     ("ner_empty_file", "run_ner.py", {"train.txt": ""}, _NER,
      "train.txt: no sentences in the train file"),
     ("ner_docstart_only", "run_ner.py", {"train.txt": "-DOCSTART- -X- -X- O\n\n"}, _NER,

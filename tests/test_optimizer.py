@@ -390,6 +390,29 @@ def test_first_step_is_the_learning_rate_where_the_originals_is_three_times_it()
     np.testing.assert_allclose(moved[AdamWeightDecay], 0.01 * 0.1 / np.sqrt(0.001), rtol=1e-3)
 
 
+@pytest.mark.parametrize("optimizer_type,correction",
+                         [("adamw", 1.0), ("adamw_bias_corrected", np.sqrt(0.001) / 0.1)])
+@pytest.mark.parametrize("epsilon", [1e-6, 1e-8])
+def test_epsilon_damps_the_first_step_of_small_gradients(optimizer_type, correction, epsilon):
+    """`create_optimizer(epsilon=...)` reaches the update: a first step moves a weight by
+    lr * c * 0.1 g / (sqrt(0.001) |g| + epsilon), c = sqrt(1 - b2) / (1 - b1) with bias
+    correction and 1 without; for |g| = 1e-6, 3% of lr (bias-corrected) at epsilon 1e-6 and 76%
+    at PyTorch's 1e-8."""
+    gradient = np.array([1e-6, -1e-6, 1e-2], np.float32)
+    variable = make_variable("layer/bias", np.zeros(3, np.float32))
+    optimizer = create_optimizer(0.01, 10, 0, optimizer_type, clip_norm=None, epsilon=epsilon)
+    optimizer.apply([tf.constant(gradient)], [variable])
+    moved = -variable.numpy() / np.sign(gradient)
+    magnitude = np.abs(gradient.astype(np.float64))
+    want = 0.01 * correction * 0.1 * magnitude / (np.sqrt(0.001) * magnitude + epsilon)
+    np.testing.assert_allclose(moved, want, rtol=1e-4)
+
+
+def test_epsilon_must_be_positive():
+    with pytest.raises(ValueError, match="epsilon must be positive, got epsilon=0"):
+        create_optimizer(0.01, 10, 0, "adamw_bias_corrected", epsilon=0.0)
+
+
 def _torch_adamw(init, grads, lrs, epsilon_at_step):
     """torch.optim.AdamW over the same gradients, clipped by torch.nn.utils.clip_grad_norm_, the
     decayed and the excluded variables in two parameter groups."""

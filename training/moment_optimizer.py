@@ -38,6 +38,8 @@ class MomentOptimizer(keras.optimizers.Optimizer):
         super().__init__(learning_rate=learning_rate, name=name, **kwargs)
         if clip_norm is not None and clip_norm <= 0:
             raise ValueError(f"clip_norm must be positive or None, got clip_norm={clip_norm}")
+        if not epsilon > 0:
+            raise ValueError(f"epsilon must be positive, got epsilon={epsilon}")
         self.weight_decay_rate = float(weight_decay_rate)
         self.beta_1 = float(beta_1)
         self.beta_2 = float(beta_2)

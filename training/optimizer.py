@@ -180,7 +180,7 @@ OPTIMIZER_TYPES = tuple(_OPTIMIZER_CLASSES)
 
 def create_optimizer(init_lr: float, num_train_steps: int, num_warmup_steps: int,
                      optimizer_type: str = "adamw", weight_decay_rate: float = 0.01,
-                     clip_norm: float | None = 1.0,
+                     epsilon: float = 1e-6, clip_norm: float | None = 1.0,
                      exclude_from_weight_decay: Sequence[str] = EXCLUDE_FROM_WEIGHT_DECAY,
                      use_loss_scale: bool = False,
                      learning_rate_step_offset: int = 0) -> keras.optimizers.Optimizer:
@@ -193,6 +193,7 @@ def create_optimizer(init_lr: float, num_train_steps: int, num_warmup_steps: int
         optimizer_type: "adamw" (the original AdamWeightDecay, no bias correction),
             "adamw_bias_corrected" (`BiasCorrectedAdamWeightDecay`) or "lamb".
         weight_decay_rate: Decoupled weight-decay rate.
+        epsilon: Added to `sqrt(v)` of the second moment (the original's 1e-6).
         clip_norm: Global-norm clipping threshold, None for no clipping.
         exclude_from_weight_decay: Patterns (`re.search` on the variable path) of variables that
             get no weight decay (and, for LAMB, no trust ratio).
@@ -208,7 +209,8 @@ def create_optimizer(init_lr: float, num_train_steps: int, num_warmup_steps: int
     schedule = WarmupLinearDecay(init_lr, num_train_steps, num_warmup_steps,
                                  learning_rate_step_offset)
     optimizer = _OPTIMIZER_CLASSES[optimizer_type](
-        learning_rate=schedule, weight_decay_rate=weight_decay_rate, clip_norm=clip_norm,
+        learning_rate=schedule, weight_decay_rate=weight_decay_rate, epsilon=epsilon,
+        clip_norm=clip_norm,
         exclude_from_weight_decay=exclude_from_weight_decay)
     if use_loss_scale:
         return keras.optimizers.LossScaleOptimizer(optimizer)
