@@ -26,10 +26,10 @@ class SelfAttention(keras.layers.Layer):
     rounds to -9984, whose exponential is 0 all the same), with no float32 copies of the
     [B, N, T, T] scores. Heads and positions swap places by `_swap_axes_1_2`.
 
-    Given packed rows (the batch's real tokens), the projections run on those rows only, and
-    their outputs are scattered into groups of sequences of like length, each [rows, length, H]
-    (zeros at padding, which the mask hides), for the per-sequence products; the context vectors
-    of the real tokens are gathered back.
+    Given packed rows (the batch's real tokens), the projections run on those rows only, as one
+    product with the three kernels side by side, and their outputs are scattered into groups of
+    sequences of like length, each [rows, length, 3H] (zeros at padding, which the mask hides),
+    for the per-sequence products; the context vectors of the real tokens are gathered back.
     """
 
     def __init__(self, num_heads: int, head_size: int, dropout_rate: float,
@@ -99,18 +99,30 @@ class SelfAttention(keras.layers.Layer):
     def _attend_packed(self, rows, layout, training):
         """Packed rows [R, H] -> their context vectors [R, H], attention run per group of rows
         (`modeling.packing.attention_layout`)."""
-        shapes = [tf.stack([size, length, self.num_heads, self.head_size])
-                  for size, length in layout["group_shapes"]]               # G x [4]
-        heads = [[_swap_axes_1_2(tf.reshape(part, shape)) for part, shape in zip(tf.split(
-                      packing.scatter_rows(projection(rows), layout["slot_index"],
-                                           layout["slot_count"]),
-                      layout["group_slots"], num=len(shapes)), shapes)]
-                 for projection in (self.query, self.key, self.value)]  # 3 x G x [rows, N, T, D]
+        shapes = [tf.stack([size, length, 3, self.num_heads, self.head_size])
+                  for size, length in layout["group_shapes"]]               # G x [5]
+        slots = packing.scatter_rows(self._query_key_value(rows), layout["slot_index"],
+                                     layout["slot_count"])                  # [S, 3H]
+        heads = [tf.unstack(tf.einsum("atcnd->cantd", tf.reshape(part, shape)), num=3)
+                 for part, shape in zip(tf.split(slots, layout["group_slots"], num=len(shapes)),
+                                        shapes)]                # G x 3 x [rows, N, T, D]
         scores = [self._scores(query, key, mask)
-                  for query, key, mask in zip(*heads[:2], layout["group_masks"])]
+                  for (query, key, _), mask in zip(heads, layout["group_masks"])]
         probs = self.dropout.drop_each([tf.nn.softmax(s, axis=-1) for s in scores], training)
-        contexts = [self._context(p, value) for p, value in zip(probs, heads[2])]
+        contexts = [self._context(p, value) for p, (_, _, value) in zip(probs, heads)]
         return packing.gather_rows(tf.concat(contexts, 0), layout["slot_index"])  # [R, H]
+
+    def _query_key_value(self, rows):
+        """The three projections of rows [R, H] as one matmul: [R, 3H], query, key, value.
+
+        One [H, 3H] product instead of three [H, H] ones: larger matrices for oneDNN, and one
+        scatter into the groups, one transpose a group and one product for the rows' gradient
+        where three were summed."""
+        projections = (self.query, self.key, self.value)
+        kernel = tf.concat([tf.convert_to_tensor(p.kernel) for p in projections], axis=1)
+        bias = tf.concat([tf.convert_to_tensor(p.bias) for p in projections], axis=0)
+        return tf.nn.bias_add(tf.matmul(rows, tf.cast(kernel, rows.dtype)),
+                              tf.cast(bias, rows.dtype))
 
     def get_config(self):
         return {**super().get_config(), "num_heads": self.num_heads, "head_size": self.head_size,

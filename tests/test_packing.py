@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 
 from modeling import packing
+from modeling.attention import SelfAttention
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 
@@ -155,12 +156,18 @@ def test_dense_layers_see_the_real_tokens_only(monkeypatch):
     def counting_call(self, inputs, *args, **kwargs):
         rows.append((self.name, int(inputs.shape[0])))
         return dense_call(self, inputs, *args, **kwargs)
+    projections = SelfAttention._query_key_value
+
+    def counting_projections(self, inputs):
+        rows.append(("query_key_value", int(inputs.shape[0])))
+        return projections(self, inputs)
     monkeypatch.setattr(keras.layers.Dense, "call", counting_call)
+    monkeypatch.setattr(SelfAttention, "_query_key_value", counting_projections)
     packed(batch, training=False)
     # 38 real tokens, rounded up to a multiple of ROW_MULTIPLE (16): 48 rows.
-    names = {"query", "key", "value", "attention_output", "intermediate", "output"}
+    names = {"query_key_value", "attention_output", "intermediate", "output"}
     encoder_rows = [count for name, count in rows if name in names]
-    assert len(encoder_rows) == 6 * CONFIG.num_hidden_layers
+    assert len(encoder_rows) == 4 * CONFIG.num_hidden_layers
     assert set(encoder_rows) == {48}
     assert ("dense", 4) in rows  # the pooler: one row per example
 
