@@ -23,15 +23,17 @@ def test_drops_at_the_rate_and_keeps_the_expectation(rate):
     assert not np.array_equal(kept, drop(x, rate, tf.constant([7, 10])).numpy() != 0)
 
 
-def test_same_seed_same_mask_and_the_gradient_is_the_mask():
+def test_same_seed_same_mask_and_the_gradient_is_the_mask_times_the_upstream_one():
     x = tf.random.stateless_normal([4, 3, 17, 17], [1, 2])
     with tf.GradientTape() as tape:
         tape.watch(x)
         y = drop(x, 0.1, tf.constant([3, 4]))
-    gradient = tape.gradient(y, x).numpy()
+    upstream = tf.random.stateless_normal(x.shape, [5, 6])
+    gradient = tape.gradient(y, x, output_gradients=upstream).numpy()
     np.testing.assert_array_equal(y.numpy(), drop(x, 0.1, tf.constant([3, 4])).numpy())
-    scale = 65536 / (65536 - 6554)
-    np.testing.assert_allclose(gradient, np.where(y.numpy() != 0, scale, 0.0), rtol=1e-6)
+    scale = np.float32(65536 / (65536 - 6554))
+    np.testing.assert_array_equal(gradient, np.where(y.numpy() != 0, upstream.numpy() * scale,
+                                                     np.float32(0)))
 
 
 def test_layer_is_identity_at_inference_and_seeded_in_training():
