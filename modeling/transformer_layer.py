@@ -79,11 +79,11 @@ class TransformerLayer(keras.layers.Layer):
         """The block past attention: residual, context float [M, H] -> [M, H] (M rows)."""
         x = self.attention_output(context)
         attention_output = self.attention_layer_norm(
-            self.dropout(x, training=training) + residual)
+            _residual_sum(self.dropout(x, training=training), residual))
         activation = get_activation(self.hidden_act, training=bool(training))
         x = activation(self.intermediate(attention_output))                        # [M, I]
         x = self.dropout(self.output_dense(x), training=training)
-        return self.output_layer_norm(x + attention_output)
+        return self.output_layer_norm(_residual_sum(x, attention_output))
 
     def get_config(self):
         return {**super().get_config(), "hidden_size": self.hidden_size,
@@ -91,3 +91,10 @@ class TransformerLayer(keras.layers.Layer):
                 "hidden_act": self.hidden_act, "hidden_dropout_prob": self.hidden_dropout_prob,
                 "attention_probs_dropout_prob": self.attention_probs_dropout_prob,
                 "initializer_range": self.initializer_range}
+
+
+def _residual_sum(x: tf.Tensor, residual: tf.Tensor) -> tf.Tensor:
+    """x + residual, two tensors of one shape, as `tf.add_n`: the same sum, whose gradient
+    passes the upstream one to both, where that of `+` (not knowing the [M, H] shapes equal
+    when M is dynamic) adds a dozen shape and reduction ops to the backward graph."""
+    return tf.add_n([x, residual])
