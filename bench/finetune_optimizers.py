@@ -7,18 +7,20 @@ converted to Google's layout, RTE's re-split train and official dev, max_seq_len
 change:
 - this project: `select_fine_tuning.py` runs the grid (learning rates 5e-5 and 2e-5, seeds 1-5)
   once per `--optimizer`: `adamw` (the original's AdamWeightDecay, no bias correction, the
-  default) and `adamw_bias_corrected`;
+  default) and `adamw_bias_corrected`, and once more with `adamw_bias_corrected` at PyTorch's
+  epsilon (`--adam_epsilon=1e-8`, against the original's 1e-6);
 - transformers: `bench/hf_finetune.py` (PyTorch's AdamW, bias-corrected) at the same rates and
   seeds; at the fine-tuning benchmark's own rate (5e-5) its RTE runs are the same command, and
   are taken from `finetune_results.json` where it has them.
 
-The report says for each rate whether the bias-corrected optimizer's mean dev accuracy is within
-1 point of transformers', and whether any of its seeds ends below the majority class of the dev
+The report says for each rate whether the bias-corrected optimizer's mean dev accuracy (at each
+epsilon) is within 1 point of transformers', and whether any of its seeds ends below the majority class of the dev
 set. Runs are resumable: select_fine_tuning.py skips its finished runs, and finished transformers
 runs are kept in `optimizer_results.json`. Accuracy runs may share the machine with other work.
 
     pip install -r bench/requirements.txt
     python -m bench.finetune_optimizers               # everything, resumable
+    python -m bench.finetune_optimizers --sides=adamw_bias_corrected_epsilon_1e-8
     python -m bench.finetune_optimizers --report_only
 """
 from __future__ import annotations
@@ -42,14 +44,21 @@ from utils.output_files import write_text_atomically  # noqa: E402
 TASK = finetune.TASKS["rte"]
 LEARNING_RATES = ("5e-5", "2e-5")
 SEEDS = (1, 2, 3, 4, 5)
-OPTIMIZERS = ("adamw_bias_corrected", "adamw")
-SIDES = ("adamw_bias_corrected", "transformers", "adamw")  # the table's rows
+# This project's sides: --optimizer and the flags after it.
+OURS = {"adamw_bias_corrected": ("adamw_bias_corrected", ()),
+        "adamw_bias_corrected_epsilon_1e-8": ("adamw_bias_corrected", ("--adam_epsilon=1e-8",)),
+        "adamw": ("adamw", ())}
+BIAS_CORRECTED = ("adamw_bias_corrected", "adamw_bias_corrected_epsilon_1e-8")
+SIDES = (*BIAS_CORRECTED, "transformers", "adamw")  # the table's rows
 # Running order: the new optimizer and the lower rate, which no earlier benchmark measured, first.
 STEPS = (("adamw_bias_corrected", LEARNING_RATES), ("transformers", ("2e-5",)),
-         ("adamw", LEARNING_RATES), ("transformers", ("5e-5",)))
+         ("adamw", LEARNING_RATES), ("transformers", ("5e-5",)),
+         ("adamw_bias_corrected_epsilon_1e-8", LEARNING_RATES))
 SIDE_NAMES = {"adamw": "this project, `--optimizer=adamw` (original, no bias correction)",
               "adamw_bias_corrected": "this project, `--optimizer=adamw_bias_corrected`",
-              "transformers": "transformers, PyTorch's AdamW"}
+              "adamw_bias_corrected_epsilon_1e-8": "this project, "
+              "`--optimizer=adamw_bias_corrected --adam_epsilon=1e-8`",
+              "transformers": "transformers, PyTorch's AdamW (epsilon 1e-8)"}
 TOLERANCE = 0.01  # of accuracy: the bias-corrected mean within 1 point of transformers'
 
 
@@ -87,14 +96,16 @@ def summarize(accuracies: dict[str, dict[str, dict[str, float]]], majority: floa
                 "min": min(values),
                 # The scripts write accuracies as float32: equal to the majority is not below it.
                 "below_majority": sum(v < majority - 1e-6 for v in values)}
-    checks = {}
-    for rate in map(rate_name, LEARNING_RATES):
-        ours = summary.get("adamw_bias_corrected", {}).get(rate)
-        theirs = summary.get("transformers", {}).get(rate)
-        if ours and theirs:
-            checks[rate] = {"mean_gap": ours["mean"] - theirs["mean"],
-                            "within_1_point": ours["mean"] >= theirs["mean"] - TOLERANCE,
-                            "no_seed_below_majority": ours["below_majority"] == 0}
+    checks: dict = {}
+    for side in BIAS_CORRECTED:
+        for rate in map(rate_name, LEARNING_RATES):
+            ours = summary.get(side, {}).get(rate)
+            theirs = summary.get("transformers", {}).get(rate)
+            if ours and theirs:
+                checks.setdefault(side, {})[rate] = {
+                    "mean_gap": ours["mean"] - theirs["mean"],
+                    "within_1_point": ours["mean"] >= theirs["mean"] - TOLERANCE,
+                    "no_seed_below_majority": ours["below_majority"] == 0}
     return {"summary": summary, "checks": checks, "chosen": {
         side: best_run(rates, LEARNING_RATES, SEEDS) for side, rates in accuracies.items()
         if rates}}
@@ -125,10 +136,12 @@ def report_markdown(results: dict) -> str:
               "(`finetune_results.json`, the same command) where it has them."]
     lines += ["", "Bias-corrected optimizer against transformers (mean within 1 point, no seed "
               "below the majority class):", ""]
-    for rate, check in results["checks"].items():
-        lines.append(f"- {rate}: mean {100 * check['mean_gap']:+.1f} points; within 1 point: "
-                     f"{'yes' if check['within_1_point'] else 'no'}; no seed below the "
-                     f"majority class: {'yes' if check['no_seed_below_majority'] else 'no'}")
+    for side, checks in results["checks"].items():
+        for rate, check in checks.items():
+            lines.append(f"- {SIDE_NAMES[side]}, {rate}: mean {100 * check['mean_gap']:+.1f} "
+                         f"points; within 1 point: {'yes' if check['within_1_point'] else 'no'}; "
+                         "no seed below the majority class: "
+                         f"{'yes' if check['no_seed_below_majority'] else 'no'}")
     lines += ["", "The paper's selection over this grid (the best dev run of all, the rule "
               "`select_fine_tuning.py` applies):", ""]
     for side in SIDES:
@@ -136,7 +149,13 @@ def report_markdown(results: dict) -> str:
         if chosen:
             lines.append(f"- {SIDE_NAMES[side]}: learning rate {chosen['learning_rate']}, seed "
                          f"{chosen['seed']}, dev accuracy {100 * chosen['value']:.1f}")
-    lines += ["", f"Machine: {machine_label(results['machine'])}.", ""]
+    machines: dict[str, list[str]] = {}
+    for side in SIDES:
+        if side in results["machines"]:
+            machines.setdefault(machine_label(results["machines"][side]), []).append(
+                SIDE_NAMES[side])
+    lines += [""] + [f"Machine of {', '.join(sides)}: {label}." for label, sides in
+                     machines.items()] + [""]
     return "\n".join(lines)
 
 
@@ -147,7 +166,13 @@ def main() -> None:
     parser.add_argument("--shared_data", default=os.environ.get(
         "BERT_SHARED_DATA", os.path.join(os.path.dirname(REPO_ROOT), "shared", "data")))
     parser.add_argument("--report_only", action="store_true")
+    parser.add_argument("--sides", default=",".join(SIDES),
+                        help=f"Comma-separated sides to run, of {', '.join(SIDES)}.")
     args = parser.parse_args()
+    sides = args.sides.split(",")
+    unknown = sorted(set(sides) - set(SIDES))
+    if unknown:
+        parser.error(f"--sides: unknown {', '.join(unknown)}; valid: {', '.join(SIDES)}")
     path = os.path.join(args.output_dir, "optimizer_results.json")
     results = {"accuracy": {}}
     if os.path.exists(path):
@@ -156,7 +181,10 @@ def main() -> None:
     os.makedirs(args.work_dir, exist_ok=True)
     data = finetune.prepare_data(args.shared_data, args.work_dir)
     results["majority_class_accuracy"] = majority_class_accuracy(data[TASK.name])
-    results["machine"] = machine_description()
+    machines = results.setdefault("machines", {})  # each side's
+    one_machine = results.pop("machine", None)  # of every side, in results kept before
+    for side in results["accuracy"] if one_machine else ():
+        machines.setdefault(side, one_machine)
     add_finetune_benchmark_runs(results, os.path.join(args.output_dir, "finetune_results.json"))
 
     def save() -> None:
@@ -168,15 +196,20 @@ def main() -> None:
     if not args.report_only:
         bert = finetune.bert_dir(args.work_dir, finetune.hf_model_dir())
         for side, rates in STEPS:
-            if side in OPTIMIZERS:
-                finetune.log(f"this project, --optimizer={side}: select_fine_tuning.py over "
+            if side not in sides:
+                continue
+            if side in OURS:
+                optimizer, flags = OURS[side]
+                finetune.log(f"{SIDE_NAMES[side]}: select_fine_tuning.py over "
                              f"{len(LEARNING_RATES) * len(SEEDS)} runs")
-                selection = run_selection(TASK, LEARNING_RATES, SEEDS, side, bert,
+                selection = run_selection(TASK, LEARNING_RATES, SEEDS, optimizer, bert,
                                           data[TASK.name],
-                                          os.path.join(args.work_dir, f"select_{side}"))
+                                          os.path.join(args.work_dir, f"select_{side}"), flags)
                 results["accuracy"][side] = metric_table(selection, "eval_accuracy")
+                machines[side] = machine_description()
                 save()
             else:
+                machines.setdefault(side, machine_description())
                 run_transformers_grid(TASK, rates, SEEDS, "eval_accuracy", data, args.work_dir,
                                       results["accuracy"].setdefault(side, {}), save)
     save()

@@ -55,15 +55,18 @@ def rate_name(rate: float | str) -> str:
 
 
 def run_selection(task: finetune.FineTuneTask, rates: Sequence[str], seeds: Sequence[int],
-                  optimizer: str, bert: str, data_dir: str, output_dir: str) -> dict:
-    """This project's grid by select_fine_tuning.py, its log beside `output_dir`; selection.json."""
+                  optimizer: str, bert: str, data_dir: str, output_dir: str,
+                  optimizer_flags: Sequence[str] = ()) -> dict:
+    """This project's grid by select_fine_tuning.py, its log beside `output_dir`; selection.json.
+    `optimizer_flags` (e.g. --adam_epsilon) follow --optimizer."""
     os.makedirs(output_dir, exist_ok=True)
     finetune.run_logged([
         sys.executable, "select_fine_tuning.py", f"--task_name={task.name}",
         f"--data_dir={data_dir}", f"--init_checkpoint={bert}/bert_model.ckpt",
         f"--learning_rates={','.join(rates)}", f"--batch_sizes={finetune.TRAIN_BATCH_SIZE}",
         f"--epochs={task.num_epochs}", f"--seeds={','.join(map(str, seeds))}",
-        f"--output_dir={output_dir}", "--", f"--optimizer={optimizer}", "--do_lower_case=true",
+        f"--output_dir={output_dir}", "--", f"--optimizer={optimizer}", *optimizer_flags,
+        "--do_lower_case=true",
         f"--max_seq_length={task.max_seq_length}",
         f"--eval_batch_size={finetune.EVAL_BATCH_SIZE}"], output_dir.rstrip("/") + ".log")
     with open(os.path.join(output_dir, "selection.json"), encoding="utf-8") as f:

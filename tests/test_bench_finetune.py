@@ -289,10 +289,21 @@ def test_optimizer_benchmark_summary_checks_and_choice_by_hand():
     assert row["sd"] == pytest.approx(np.std([0.58, 0.50, 0.55], ddof=1))
     assert (row["min"], row["below_majority"]) == (0.50, 1)
     # 5e-5: 0.56 against 0.56, within 1 point, no seed below 0.5271; 2e-5: 0.5433 against 0.59.
-    assert found["checks"]["5e-5"] == {"mean_gap": pytest.approx(0.0), "within_1_point": True,
-                                       "no_seed_below_majority": True}
-    assert not found["checks"]["2e-5"]["within_1_point"]
-    assert not found["checks"]["2e-5"]["no_seed_below_majority"]
+    checks = found["checks"]["adamw_bias_corrected"]
+    assert checks["5e-5"] == {"mean_gap": pytest.approx(0.0), "within_1_point": True,
+                              "no_seed_below_majority": True}
+    assert not checks["2e-5"]["within_1_point"]
+    assert not checks["2e-5"]["no_seed_below_majority"]
+    # Each bias-corrected side is checked, the one at PyTorch's epsilon too; the original's not.
+    assert set(found["checks"]) == {"adamw_bias_corrected"}
+    both = finetune_optimizers.summarize(
+        {**accuracy, "adamw_bias_corrected_epsilon_1e-8": {"2e-5": {"1": 0.585, "2": 0.585}},
+         "adamw": {"2e-5": {"1": 0.5}}}, majority=146 / 277)
+    assert set(both["checks"]) == {"adamw_bias_corrected", "adamw_bias_corrected_epsilon_1e-8"}
+    # 0.585 against 0.59: 0.5 points below, within 1.
+    assert both["checks"]["adamw_bias_corrected_epsilon_1e-8"] == {"2e-5": {
+        "mean_gap": pytest.approx(-0.005), "within_1_point": True,
+        "no_seed_below_majority": True}}
     # The best single run of all; 0.58 is reached at 5e-5 seed 3 first, in the grid's order.
     assert found["chosen"]["adamw_bias_corrected"] == {"learning_rate": "5e-5", "seed": 3,
                                                        "value": 0.58}
