@@ -14,8 +14,8 @@ change:
   are taken from `finetune_results.json` where it has them.
 
 The report says for each rate whether the bias-corrected optimizer's mean dev accuracy (at each
-epsilon) is within 1 point of transformers', and whether any of its seeds ends below the majority class of the dev
-set. Runs are resumable: select_fine_tuning.py skips its finished runs, and finished transformers
+epsilon) is within 1 point of transformers', and whether any of its seeds ends below the
+majority class of the dev set. Runs are resumable: select_fine_tuning.py skips its finished runs, and finished transformers
 runs are kept in `optimizer_results.json`. Accuracy runs may share the machine with other work.
 
     pip install -r bench/requirements.txt
@@ -182,9 +182,6 @@ def main() -> None:
     data = finetune.prepare_data(args.shared_data, args.work_dir)
     results["majority_class_accuracy"] = majority_class_accuracy(data[TASK.name])
     machines = results.setdefault("machines", {})  # each side's
-    one_machine = results.pop("machine", None)  # of every side, in results kept before
-    for side in results["accuracy"] if one_machine else ():
-        machines.setdefault(side, one_machine)
     add_finetune_benchmark_runs(results, os.path.join(args.output_dir, "finetune_results.json"))
 
     def save() -> None:

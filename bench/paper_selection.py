@@ -66,8 +66,7 @@ def run_selection(task: finetune.FineTuneTask, rates: Sequence[str], seeds: Sequ
         f"--learning_rates={','.join(rates)}", f"--batch_sizes={finetune.TRAIN_BATCH_SIZE}",
         f"--epochs={task.num_epochs}", f"--seeds={','.join(map(str, seeds))}",
         f"--output_dir={output_dir}", "--", f"--optimizer={optimizer}", *optimizer_flags,
-        "--do_lower_case=true",
-        f"--max_seq_length={task.max_seq_length}",
+        "--do_lower_case=true", f"--max_seq_length={task.max_seq_length}",
         f"--eval_batch_size={finetune.EVAL_BATCH_SIZE}"], output_dir.rstrip("/") + ".log")
     with open(os.path.join(output_dir, "selection.json"), encoding="utf-8") as f:
         return json.load(f)
