@@ -74,8 +74,8 @@ class SelfAttention(keras.layers.Layer):
         probs = self.dropout(tf.nn.softmax(scores, axis=-1), training=training)
         return self._context(probs, value)
 
-    def call(self, hidden_states, attention_mask, layout=None, training=None):
-        """Attends every position to every unmasked position of its sequence.
+    def call(self, hidden_states, attention_mask, layout=None, queries=None, training=None):
+        """Attends every position (or the `queries`) to every unmasked position of its sequence.
 
         Args:
             hidden_states: float [B, T, H], or the batch's packed rows [R, H] (`layout`).
@@ -83,10 +83,17 @@ class SelfAttention(keras.layers.Layer):
             layout: for packed rows, the batch's packing: `token_index` int32 [R] and where
                 attention places each row (`modeling.packing.attention_layout`); None for
                 [B, T, H] states.
+            queries: with packed rows, float [B, Q, H]: the states of some positions of each
+                sequence, the only ones attention is computed for (the keys and values are every
+                real token's); None for all.
 
         Returns:
-            float context vectors, heads concatenated: [B, T, H], or [R, H] for packed rows.
+            float context vectors, heads concatenated: [B, T, H], [R, H] for packed rows, or
+            [B*Q, H] for `queries`.
         """
+        if queries is not None:
+            return self._attend_from(queries, hidden_states, attention_mask,
+                                     layout["token_index"], training)
         if layout is not None:
             return self._attend_packed(hidden_states, layout, training)
         batch, length = tf.shape(hidden_states)[0], tf.shape(hidden_states)[1]
@@ -112,13 +119,29 @@ class SelfAttention(keras.layers.Layer):
         contexts = [self._context(p, value) for p, (_, _, value) in zip(probs, heads)]
         return packing.gather_rows(tf.concat(contexts, 0), layout["slot_index"])  # [R, H]
 
+    def _attend_from(self, queries, rows, attention_mask, token_index, training):
+        """The context vectors [B*Q, H] of queries [B, Q, H] over the keys and values of the
+        packed rows [R, H], scattered back into the batch's [B, T] positions (zeros at padding,
+        which `attention_mask` [B, 1, 1, T] hides)."""
+        batch, length = tf.shape(attention_mask)[0], tf.shape(attention_mask)[-1]
+        key_value = packing.scatter_tokens(self._projections(rows, (self.key, self.value)),
+                                           token_index, batch, length)      # [B, T, 2H]
+        key_value = tf.reshape(key_value, [batch, length, 2, self.num_heads, self.head_size])
+        key, value = tf.unstack(tf.einsum("btcnd->cbntd", key_value), num=2)   # [B, N, T, D]
+        query = self.query(tf.reshape(queries, [-1, queries.shape[-1]]))        # [B*Q, H]
+        query = self._heads(query, batch, tf.shape(queries)[1])                 # [B, N, Q, D]
+        return self._attend(query, key, value, attention_mask, training)
+
     def _query_key_value(self, rows):
         """The three projections of rows [R, H] as one matmul: [R, 3H], query, key, value.
 
         One [H, 3H] product instead of three [H, H] ones: larger matrices for oneDNN, and one
         scatter into the groups, one transpose a group and one product for the rows' gradient
         where three were summed."""
-        projections = (self.query, self.key, self.value)
+        return self._projections(rows, (self.query, self.key, self.value))
+
+    def _projections(self, rows, projections):
+        """Dense `projections` of rows [R, H] side by side, as one matmul: [R, len * H]."""
         kernel = tf.concat([tf.convert_to_tensor(p.kernel) for p in projections], axis=1)
         bias = tf.concat([tf.convert_to_tensor(p.bias) for p in projections], axis=0)
         return tf.nn.bias_add(tf.matmul(rows, tf.cast(kernel, rows.dtype)),

@@ -142,6 +142,19 @@ def scatter_tokens(packed: tf.Tensor, token_index: tf.Tensor, batch: tf.Tensor,
     return tf.reshape(flat, [batch, length, packed.shape[-1] or tf.shape(packed)[-1]])
 
 
+def tokens_at(packed: tf.Tensor, token_index: tf.Tensor, input_mask: tf.Tensor,
+              positions: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """The packed rows [R, W] of the batch of `input_mask` int [B, T] at `positions` int32
+    [B, Q] of each row: [B, Q, W] (zeros at padding), and bool [B, Q], which are real tokens."""
+    batch, length = tf.shape(input_mask)[0], tf.shape(input_mask)[1]
+    flat = tf.reshape(positions + tf.range(batch)[:, tf.newaxis] * length, [-1])  # [B*Q]
+    values = gather_rows(scatter_rows(packed, token_index, batch * length), flat)  # [B*Q, W]
+    real = tf.gather(_real_tokens(input_mask), flat)
+    shape = tf.shape(positions)
+    return (tf.reshape(values, [shape[0], shape[1], packed.shape[-1]]),
+            tf.reshape(real, shape))
+
+
 # Gathering and scattering rows are each other's transposes, and so each other's gradients. Their
 # own gradients in TensorFlow cost more: a gather's sums its rows with UnsortedSegmentSum, and the
 # slice that drops the scatter's extra row has a StridedSliceGrad that copies [B*T + 1, W]; the two

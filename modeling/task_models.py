@@ -41,7 +41,7 @@ class BertClassifier(_TaskModel):
         self.dropout = keras.layers.Dropout(0.1, name="classifier_dropout")
 
     def call(self, inputs, training=None):
-        pooled_output = self.encode(inputs, training)["pooled_output"]
+        pooled_output = self.encoder.pooled_output(inputs, training=training)
         return {"logits": self.head(self.dropout(pooled_output, training=training))}
 
 
@@ -81,7 +81,7 @@ class BertMultipleChoice(_TaskModel):
     def call(self, inputs, training=None):
         num_choices = tf.shape(inputs["input_ids"])[1]
         flat = {k: tf.reshape(inputs[k], [-1, tf.shape(inputs[k])[-1]]) for k in ENCODER_INPUTS}
-        pooled_output = self.encode(flat, training)["pooled_output"]           # [B*C, H]
+        pooled_output = self.encoder.pooled_output(flat, training=training)   # [B*C, H]
         scores = self.head(self.dropout(pooled_output, training=training))     # [B*C, 1]
         return {"logits": tf.reshape(scores, [-1, num_choices])}
 

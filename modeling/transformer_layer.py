@@ -53,7 +53,7 @@ class TransformerLayer(keras.layers.Layer):
         self.output_dense.build((None, self.intermediate_size))
         self.output_layer_norm.build(hidden_shape)
 
-    def call(self, hidden_states, attention_mask, layout=None, training=None):
+    def call(self, hidden_states, attention_mask, layout=None, queries=None, training=None):
         """Runs one block.
 
         Args:
@@ -61,10 +61,18 @@ class TransformerLayer(keras.layers.Layer):
                 the batch's packed rows [R, H] when `layout` is given.
             attention_mask: float32 [B, 1, 1, T] additive mask (0 real, -10000 padding).
             layout: the batch's packing (`modeling.packing.TokenPacking`), or None.
+            queries: with `layout`, float [B, Q, H]: the previous layer's outputs at the only
+                positions of each sequence whose outputs are computed; None for all.
 
         Returns:
-            float [B, T, H], or [R, H] packed.
+            float [B, T, H], [R, H] packed, or [B, Q, H] for `queries`.
         """
+        if queries is not None:
+            context = self.attention(hidden_states, attention_mask, layout, queries=queries,
+                                     training=training)                            # [B*Q, H]
+            residual = tf.reshape(queries, [-1, self.hidden_size])                  # [B*Q, H]
+            return tf.reshape(self._after_attention(residual, context, training),
+                              tf.shape(queries))
         if layout is not None:
             context = self.attention(hidden_states, attention_mask, layout,
                                      training=training)                            # [R, H]

@@ -147,29 +147,97 @@ def test_gradients_of_every_weight_as_padded(jit_compile):
                                    err_msg=variable.path)
 
 
-def test_dense_layers_see_the_real_tokens_only(monkeypatch):
-    packed, _ = _encoders()
-    batch = _batch([32, 5, 1, 0], 32)  # 38 real tokens of 128
+def _count_dense_rows(monkeypatch) -> list[tuple[str, int]]:
+    """The (name, row count) of each dense product from now on, the attention's projections
+    taken together named by theirs joined with "+"."""
     rows = []
-    dense_call = keras.layers.Dense.call
+    dense_call, projections = keras.layers.Dense.call, SelfAttention._projections
 
     def counting_call(self, inputs, *args, **kwargs):
         rows.append((self.name, int(inputs.shape[0])))
         return dense_call(self, inputs, *args, **kwargs)
-    projections = SelfAttention._query_key_value
 
-    def counting_projections(self, inputs):
-        rows.append(("query_key_value", int(inputs.shape[0])))
-        return projections(self, inputs)
+    def counting_projections(self, inputs, dense_layers):
+        rows.append(("+".join(d.name for d in dense_layers), int(inputs.shape[0])))
+        return projections(self, inputs, dense_layers)
     monkeypatch.setattr(keras.layers.Dense, "call", counting_call)
-    monkeypatch.setattr(SelfAttention, "_query_key_value", counting_projections)
+    monkeypatch.setattr(SelfAttention, "_projections", counting_projections)
+    return rows
+
+
+def test_dense_layers_see_the_real_tokens_only(monkeypatch):
+    packed, _ = _encoders()
+    batch = _batch([32, 5, 1, 0], 32)  # 38 real tokens of 128
+    rows = _count_dense_rows(monkeypatch)
     packed(batch, training=False)
     # 38 real tokens, rounded up to a multiple of ROW_MULTIPLE (16): 48 rows.
-    names = {"query_key_value", "attention_output", "intermediate", "output"}
+    names = {"query+key+value", "attention_output", "intermediate", "output"}
     encoder_rows = [count for name, count in rows if name in names]
     assert len(encoder_rows) == 4 * CONFIG.num_hidden_layers
     assert set(encoder_rows) == {48}
     assert ("dense", 4) in rows  # the pooler: one row per example
+
+
+@pytest.mark.parametrize("run", list(RUNS))
+def test_outputs_at_some_positions_as_the_full_pass(run):
+    """`pooled_output` and `sequence_output_at`, whose last layer computes the positions asked
+    for only: the full pass's numbers there, zeros at padding positions (the empty row's, the
+    row whose position 0 is padding), repeats allowed."""
+    packed, _ = _encoders()
+    batch = _mixed_batch()
+    batch["input_mask"][4, 0] = 0
+    positions = np.array([[0, 3, 15], [8, 1, 8], [0, 0, 5], [0, 2, 2], [0, 1, 14]], np.int32)
+    full = RUNS[run](packed)(batch)
+    at = tf.function(packed.sequence_output_at, jit_compile=run == "xla")
+    if run == "eager":
+        at = packed.sequence_output_at
+    outputs_at = np.asarray(at(batch, positions, training=False))
+    expected = np.take_along_axis(np.asarray(full["sequence_output"]), positions[..., None], 1)
+    atol = XLA_ATOL if run == "xla" else 1e-6
+    np.testing.assert_allclose(outputs_at, expected, atol=atol)
+    real = np.take_along_axis(batch["input_mask"], positions, 1) != 0
+    assert (real == [[1, 1, 1], [1, 1, 1], [1, 1, 0], [0, 0, 0], [0, 1, 1]]).all()
+    assert not outputs_at[~real].any() and outputs_at[real].any(axis=-1).all()
+    pooled = RUNS[run](lambda x, training: packed.pooled_output(x, training=training))(batch)
+    np.testing.assert_allclose(pooled, full["pooled_output"], atol=atol)
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_pooled_outputs_gradients_of_every_weight_as_padded(jit_compile):
+    packed, padded = _encoders()
+    batch = _mixed_batch()
+    batch["input_mask"][3, 0] = 1
+    pooled_weights = np.random.default_rng(6).normal(size=(5, 32)).astype(np.float32)
+
+    def gradients(model, pooled_output):
+        def step(batch):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(pooled_weights * tf.square(pooled_output(batch)))
+            return tape.gradient(loss, model.trainable_variables)
+        return tf.function(step, jit_compile=jit_compile)(batch)
+    for variable, packed_grad, padded_grad in zip(
+            packed.trainable_variables,
+            gradients(packed, lambda b: packed.pooled_output(b, training=False)),
+            gradients(padded, lambda b: padded(b, training=False)["pooled_output"])):
+        assert type(packed_grad) is type(padded_grad), variable.path
+        packed_grad, padded_grad = (np.asarray(tf.convert_to_tensor(g))
+                                    for g in (packed_grad, padded_grad))
+        scale = np.abs(padded_grad).max()
+        # The keys' bias adds one number to each query's scores: zero but for round-off.
+        assert scale > 0 or variable.path.endswith("key/bias"), variable.path
+        np.testing.assert_allclose(packed_grad, padded_grad, rtol=0, atol=2e-6 * scale + 1e-5,
+                                   err_msg=variable.path)
+
+
+def test_the_last_layer_computes_the_pooled_position_only(monkeypatch):
+    packed, _ = _encoders()
+    batch = _batch([32, 5, 1, 0], 32)  # 38 real tokens of 128, rounded up to 48 rows
+    rows = _count_dense_rows(monkeypatch)
+    packed.pooled_output(batch, training=False)
+    assert rows == [("query+key+value", 48), ("attention_output", 48), ("intermediate", 48),
+                    ("output", 48),
+                    ("key+value", 48), ("query", 4), ("attention_output", 4),
+                    ("intermediate", 4), ("output", 4), ("dense", 4)]
 
 
 def test_bucket_sizes_are_few_and_hold_every_token_count():
