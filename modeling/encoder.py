@@ -96,7 +96,7 @@ class BertEncoder(keras.Model):
         5/6 less of the last layer's work. The same numbers as `call`'s to float32 round-off.
         """
         inputs = {name: tf.convert_to_tensor(inputs[name]) for name in ENCODER_INPUTS}
-        positions = tf.convert_to_tensor(positions, tf.int32)
+        positions = tf.cast(positions, tf.int32)
         if not self.packed:
             return tf.gather(self(inputs, training=training)["sequence_output"], positions,
                              batch_dims=1)
@@ -122,7 +122,12 @@ class BertEncoder(keras.Model):
         """`pooled_output` alone, float [B, H]: the last layer computed at the first position
         only (`sequence_output_at`)."""
         first = tf.zeros([tf.shape(inputs[INPUT_MASK])[0], 1], tf.int32)
-        return self.get_layer("pooler")(self.sequence_output_at(inputs, first, training))
+        return self.pooler(self.sequence_output_at(inputs, first, training))
+
+    @property
+    def pooler(self) -> Pooler:
+        """The pooler: float [B, T, H] sequence output (T >= 1) -> `pooled_output` [B, H]."""
+        return self.get_layer("pooler")
 
     @property
     def word_embeddings(self) -> keras.Variable:

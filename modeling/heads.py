@@ -74,13 +74,17 @@ class MaskedLMHead(keras.layers.Layer):
 
         Args:
             sequence_output: float [B, T, H] last encoder layer.
-            masked_lm_positions: int32 [B, P] positions to predict (padding slots point at 0).
+            masked_lm_positions: int32 [B, P] positions to predict (padding slots point at 0),
+                or None where `sequence_output` holds those positions' states [B, P, H] only.
             embedding_table: float32 [V, H] the encoder's word embeddings.
 
         Returns:
             float32 [B, P, V] logits.
         """
-        hidden = tf.gather(sequence_output, masked_lm_positions, batch_dims=1)  # [B, P, H]
+        hidden = sequence_output                                                # [B, P, H]
+        if masked_lm_positions is not None:
+            hidden = tf.gather(sequence_output, masked_lm_positions, batch_dims=1)
+        output_shape = tf.concat([tf.shape(hidden)[:2], [self.vocab_size]], 0)
         # One [B*P, H] x [H, V] matmul: its gradient for the table is one matmul too, where the
         # batched form would make a [B, V, H] product and sum it over B.
         hidden = tf.reshape(hidden, [-1, self.hidden_size])                     # [B*P, H]
@@ -88,7 +92,6 @@ class MaskedLMHead(keras.layers.Layer):
         table = tf.cast(embedding_table, self.compute_dtype)
         logits = tf.matmul(hidden, table, transpose_b=True)                     # [B*P, V]
         logits = tf.nn.bias_add(tf.cast(logits, tf.float32), tf.cast(self.output_bias, tf.float32))
-        output_shape = tf.concat([tf.shape(masked_lm_positions), [self.vocab_size]], 0)
         return tf.reshape(logits, output_shape)                                 # [B, P, V]
 
     def get_config(self):

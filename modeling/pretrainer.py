@@ -5,7 +5,7 @@ import tensorflow as tf
 
 from modeling import losses
 from modeling.config import BertConfig
-from modeling.encoder import ENCODER_INPUTS, BertEncoder
+from modeling.encoder import BertEncoder
 from modeling.heads import MaskedLMHead, OutputProjection
 
 
@@ -13,9 +13,11 @@ class BertPretrainer(keras.Model):
     """Masked LM (tied to the word embeddings) plus next-sentence prediction on the pooled output.
 
     Inputs are the pretraining TFRecord keys: `input_ids`, `input_mask`, `segment_ids` int32 [B, T],
-    `masked_lm_positions` int32 [B, P]. Outputs: `masked_lm_logits` float32 [B, P, V],
-    `next_sentence_logits` float32 [B, 2] (label 0 = IsNext), and the encoder's outputs. The
-    encoder is `packed` unless one is given (`BertEncoder`): the masked positions are real tokens.
+    `masked_lm_positions` int32 [B, P]. Outputs: `masked_lm_logits` float32 [B, P, V] and
+    `next_sentence_logits` float32 [B, 2] (label 0 = IsNext); the encoder's own outputs are
+    `encoder`'s. The encoder is `packed` unless one is given (`BertEncoder`): the masked
+    positions are real tokens, and its last layer computes them and the first token only
+    (`BertEncoder.sequence_output_at`).
     """
 
     # Whether the model has the next-sentence head (`BertMaskedLM` has not).
@@ -36,14 +38,15 @@ class BertPretrainer(keras.Model):
             self.next_sentence.build(None)
 
     def call(self, inputs, training=None):
-        encoder_outputs = self.encoder(
-            {k: inputs[k] for k in ENCODER_INPUTS}, training=training)
-        masked_lm_logits = self.masked_lm(
-            encoder_outputs["sequence_output"], inputs["masked_lm_positions"],
-            self.encoder.word_embeddings)
-        outputs = {**encoder_outputs, "masked_lm_logits": masked_lm_logits}
+        masked_lm_positions = tf.cast(inputs["masked_lm_positions"], tf.int32)     # [B, P]
+        # The pooler's first token, then the masked positions.
+        positions = tf.concat([tf.zeros_like(masked_lm_positions[:, :1]), masked_lm_positions], 1)
+        states = self.encoder.sequence_output_at(inputs, positions, training=training)
+        outputs = {"masked_lm_logits": self.masked_lm(states[:, 1:], None,
+                                                      self.encoder.word_embeddings)}
         if self.with_next_sentence:
-            outputs["next_sentence_logits"] = self.next_sentence(encoder_outputs["pooled_output"])
+            outputs["next_sentence_logits"] = self.next_sentence(
+                self.encoder.pooler(states[:, :1]))
         return outputs
 
     def get_config(self):

@@ -80,9 +80,9 @@ class MaskedTokenPredictor(keras.Model):
 
     def call(self, inputs, training=None):
         encoder = self.pretrainer.encoder
-        outputs = encoder({k: inputs[k] for k in ENCODER_INPUTS}, training=training)
-        logits = self.pretrainer.masked_lm(outputs["sequence_output"],
-                                           inputs["masked_lm_positions"], encoder.word_embeddings)
+        states = encoder.sequence_output_at(inputs, inputs["masked_lm_positions"],
+                                            training=training)                 # [B, P, H]
+        logits = self.pretrainer.masked_lm(states, None, encoder.word_embeddings)
         probabilities = tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1)
         top = tf.math.top_k(probabilities, k=self.top_k)
         return {"token_ids": top.indices, "probabilities": top.values}

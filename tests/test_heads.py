@@ -113,7 +113,9 @@ def test_masked_lm_output_projection_is_the_word_embedding_table(pretrainer):
     outputs = pretrainer(inputs, training=False)
     table = pretrainer.encoder.embeddings.word_embeddings
     assert pretrainer.encoder.word_embeddings is table
-    expected = _masked_lm_reference(pretrainer.masked_lm, outputs["sequence_output"].numpy(),
+    sequence_output = pretrainer.encoder(
+        {k: v for k, v in inputs.items() if k != "masked_lm_positions"})["sequence_output"]
+    expected = _masked_lm_reference(pretrainer.masked_lm, sequence_output.numpy(),
                                     inputs["masked_lm_positions"], table.numpy())
     np.testing.assert_allclose(outputs["masked_lm_logits"].numpy(), expected, atol=1e-4)
     assert outputs["next_sentence_logits"].shape == (2, 2)

@@ -58,3 +58,27 @@ def test_no_next_sentence_ablation_drops_that_loss(tiny_pretrainer, fixtures_dir
     outputs = tiny_pretrainer(golden_inputs(values), training=False)
     losses = pretraining_losses(outputs, _batch(values), use_next_sentence_label=False)
     np.testing.assert_allclose(losses["loss"], values["masked_lm_loss"], rtol=1e-5)
+
+
+def test_packed_gradients_of_every_weight_as_padded(tiny_pretrainer, fixtures_dir):
+    """The packed encoder's last layer computes the masked positions and the first token only:
+    the padded encoder's loss and gradients, to round-off."""
+    padded = BertPretrainer(tiny_pretrainer.config, packed=False)
+    padded.set_weights(tiny_pretrainer.get_weights())
+    values = golden(fixtures_dir, 64)
+    batch = {**golden_inputs(values), **_batch(values)}
+
+    def gradients(model):
+        with tf.GradientTape() as tape:
+            loss = pretraining_losses(model(batch, training=False), batch)["loss"]
+        return loss, tape.gradient(loss, model.trainable_variables)
+    packed_loss, packed_grads = tf.function(lambda: gradients(tiny_pretrainer))()
+    padded_loss, padded_grads = tf.function(lambda: gradients(padded))()
+    np.testing.assert_allclose(packed_loss, padded_loss, rtol=1e-6)
+    for variable, packed_grad, padded_grad in zip(tiny_pretrainer.trainable_variables,
+                                                  packed_grads, padded_grads):
+        packed_grad, padded_grad = (np.asarray(tf.convert_to_tensor(g))
+                                    for g in (packed_grad, padded_grad))
+        scale = np.abs(padded_grad).max()
+        np.testing.assert_allclose(packed_grad, padded_grad, rtol=0, atol=2e-6 * scale + 1e-6,
+                                   err_msg=variable.path)
