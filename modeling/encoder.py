@@ -115,7 +115,8 @@ class BertEncoder(keras.Model):
                                               positions)                      # [B, Q, H]
             outputs = last_layer(hidden_states, attention_mask, layout, queries=queries,
                                  training=training)
-            return tf.where(real[..., tf.newaxis], outputs, tf.zeros_like(outputs))
+            # (`expand_dims`: LiteRT has no kernel for a new axis by indexing, `serving/litert.py`.)
+            return tf.where(tf.expand_dims(real, -1), outputs, tf.zeros_like(outputs))
         return packing.by_bucket(forward, input_mask)
 
     def pooled_output(self, inputs, training=None):

@@ -76,7 +76,10 @@ def _check_against_project(loaded, hf, inputs):
     keys = ["input_ids", "input_mask", "segment_ids"]
     with_masked_lm = loaded.spec.head in ("pretraining", "masked_lm")
     keys += ["masked_lm_positions"] if with_masked_lm else []
-    ours = loaded.model({k: np.asarray(inputs[k]) for k in keys}, training=False)
+    ours = dict(loaded.model({k: np.asarray(inputs[k]) for k in keys}, training=False))
+    if with_masked_lm:  # the pretrainer's outputs are its heads'; the sequence output its encoder's
+        ours.update(loaded.model.encoder({k: np.asarray(inputs[k]) for k in keys[:3]},
+                                         training=False))
     real = np.asarray(inputs["input_mask"]) != 0
     for key, value in _hf_outputs(loaded.spec.head, hf).items():
         value, our_value = np.asarray(value), ours[key].numpy()

@@ -71,15 +71,20 @@ def test_tf_hub_config_and_casing_are_read():
         intermediate_size=64, hidden_act="gelu", max_position_embeddings=16, type_vocab_size=2)
 
 
+def _with_encoder_outputs(loaded, outputs: dict) -> dict:
+    """A pretrainer's `outputs` (its heads') and its encoder's on the fixture features."""
+    return {**loaded.model.encoder(_features(), training=False), **outputs}
+
+
 def _check_masked_lm_logits(loaded) -> dict:
-    """The model's outputs on the fixture features, its masked-LM logits checked against the
-    fixture pretrainer's."""
+    """The model's outputs on the fixture features and its encoder's, its masked-LM logits
+    checked against the fixture pretrainer's."""
     outputs = loaded.model(_features(with_positions=True), training=False)
     expected_mlm = OUTPUTS["pretrainer/mlm_logits"]
     np.testing.assert_allclose(
         _at_real_slots(outputs["masked_lm_logits"].numpy().reshape(expected_mlm.shape)),
         _at_real_slots(expected_mlm), atol=1e-5, rtol=0)
-    return outputs
+    return _with_encoder_outputs(loaded, outputs)
 
 
 def test_a_tf_hub_saved_model_exported_with_its_masked_lm_is_read_with_it():
@@ -90,7 +95,8 @@ def test_a_tf_hub_saved_model_exported_with_its_masked_lm_is_read_with_it():
     loaded = read_model(folder)
     assert loaded.spec.head == "masked_lm" and loaded.do_lower_case is True
     expected = np.load(FIXTURES / "outputs_hub_masked_lm.npz")
-    outputs = loaded.model(_features(with_positions=True), training=False)
+    outputs = _with_encoder_outputs(loaded, loaded.model(_features(with_positions=True),
+                                                          training=False))
     want = expected["hub_masked_lm/mlm_logits"]
     np.testing.assert_allclose(_at_real_slots(outputs["masked_lm_logits"].numpy().reshape(
         want.shape)), _at_real_slots(want), atol=1e-5, rtol=0)
