@@ -15,7 +15,8 @@ from tests.modeling_fixtures import golden, tiny_config, tiny_dir
 from training import fine_tuning, prediction
 from training.batching import FIXED, ArrayExamples, Batching
 from training.optimizer import create_optimizer
-from training.trainer import STEP_LOG_FILE, TrainingConfig
+from training.step_log import STEP_LOG_FILE
+from training.trainer import TrainingConfig
 
 TO_BATCH = Batching(multiple=8)
 

@@ -15,7 +15,8 @@ from training import trainer
 from training.batching import ArrayExamples
 from training.checkpointing import CheckpointWriteError
 from training.optimizer import create_optimizer
-from training.trainer import STEP_LOG_FILE, TrainingConfig
+from training.step_log import STEP_LOG_FILE
+from training.trainer import TrainingConfig
 
 
 def _arrays():
