@@ -20,7 +20,7 @@ import tensorflow_text as tf_text
 from data import tokenization
 from data.character_classes import (CAPITAL_SIGMA, CASE_IGNORABLE, CASED, CJK, FINAL_SIGMA, PUNCT,
                                    REMOVE, SPACE, character_tables)
-from data.tfrecord_schema import INPUT_IDS, INPUT_MASK, SEGMENT_IDS
+from data.segment_layout import pack_segments
 
 _MAX_CHARS_PER_WORD = 200
 _MAX_UTF8_BYTES_PER_CHAR = 4
@@ -36,35 +36,6 @@ def _searchsorted(sorted_values: tf.Tensor, values: tf.Tensor, side: str = "left
     found = tf.searchsorted(sorted_values[tf.newaxis], values[tf.newaxis], side=side,
                             out_type=tf.int64)
     return found[0]
-
-
-def take_prefix(ragged: tf.RaggedTensor, lengths: tf.Tensor) -> tf.RaggedTensor:
-    """Keeps the first `lengths[b]` items of row b of `ragged` [B, (N)]."""
-    index = tf.ragged.range(ragged.row_lengths())
-    return tf.ragged.boolean_mask(ragged, index < lengths[:, tf.newaxis])
-
-
-def truncated_lengths(first_lengths: tf.Tensor, second_lengths: tf.Tensor,
-                      max_seq_length: int) -> tuple[tf.Tensor, tf.Tensor]:
-    """Segment lengths left by the original truncation, for `[CLS] A [SEP] B [SEP]`.
-
-    Closed form of `_truncate_seq_pair`'s loop (pop the last token of the longer segment,
-    of B when equal, until both fit `max_seq_length - 3`): the longer side shrinks first
-    and, once both are equal, A keeps ceil(budget / 2). A row with empty B is a single
-    segment truncated to `max_seq_length - 2`.
-
-    Args:
-      first_lengths: int64 [B], tokens in A.
-      second_lengths: int64 [B], tokens in B (0 where there is no B).
-      max_seq_length: the packed length.
-
-    Returns:
-      int64 [B] kept lengths of A and of B.
-    """
-    budget = tf.where(second_lengths > 0, tf.constant(max_seq_length - 3, tf.int64),
-                      tf.constant(max_seq_length - 2, tf.int64))
-    first_kept = tf.minimum(first_lengths, tf.maximum((budget + 1) // 2, budget - second_lengths))
-    return first_kept, tf.minimum(second_lengths, budget - first_kept)
 
 
 def read_vocab(vocab_file: str | os.PathLike):
@@ -255,10 +226,8 @@ class TextTokenizer(tf.Module):
 
     def pack(self, first_ids: tf.RaggedTensor, second_ids: tf.RaggedTensor | None,
              max_seq_length: int, pad_to_longest: bool = False) -> dict[str, tf.Tensor]:
-        """Packs `[CLS] A [SEP] B [SEP]` as the original `convert_single_example`.
-
-        Truncation follows `truncated_lengths`; a row whose B is empty is packed as
-        `[CLS] A [SEP]`, since the original only pairs non-empty token lists.
+        """Packs `[CLS] A [SEP] B [SEP]` as the original `convert_single_example`
+        (`data.segment_layout.pack_segments`).
 
         Args:
           first_ids: int32 RaggedTensor [B, (tokens)], segment A.
@@ -270,29 +239,5 @@ class TextTokenizer(tf.Module):
         Returns:
           `input_ids`, `input_mask`, `segment_ids`: int32 [B, T], zero-padded.
         """
-        if max_seq_length < 3:
-            raise ValueError(f"max_seq_length must be at least 3, got {max_seq_length}")
-        first_ids = tf.cast(first_ids, tf.int32).with_row_splits_dtype(tf.int64)
-        if second_ids is None:
-            second_ids = tf.RaggedTensor.from_row_lengths(
-                tf.zeros([0], tf.int32), tf.zeros_like(first_ids.row_lengths()))
-        second_ids = tf.cast(second_ids, tf.int32).with_row_splits_dtype(tf.int64)
-        has_second = second_ids.row_lengths() > 0
-        first_kept, second_kept = truncated_lengths(
-            first_ids.row_lengths(), second_ids.row_lengths(), max_seq_length)
-        first = take_prefix(first_ids, first_kept)
-        second = take_prefix(second_ids, second_kept)
-        ones = tf.ones_like(first_kept)
-        cls = tf.RaggedTensor.from_row_lengths(tf.fill([tf.size(ones)], self.cls_id), ones)
-        sep = tf.RaggedTensor.from_row_lengths(tf.fill([tf.size(ones)], self.sep_id), ones)
-        second_sep = tf.ragged.boolean_mask(sep, has_second[:, tf.newaxis])
-        pieces = (cls, first, sep, second, second_sep)
-        input_ids = tf.concat(pieces, axis=1)
-        segment_ids = tf.concat([tf.zeros_like(p) for p in pieces[:3]]
-                                + [tf.ones_like(p) for p in pieces[3:]], axis=1)
-        shape = [None, None if pad_to_longest else max_seq_length]
-        return {
-            INPUT_IDS: input_ids.to_tensor(0, shape=shape),
-            INPUT_MASK: tf.ones_like(input_ids).to_tensor(0, shape=shape),
-            SEGMENT_IDS: segment_ids.to_tensor(0, shape=shape),
-        }
+        return pack_segments(first_ids, second_ids, max_seq_length, pad_to_longest, self.cls_id,
+                             self.sep_id)

@@ -20,21 +20,10 @@ import os
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from data.segment_layout import pack_segments
 from data.text_tokenizer import read_vocab
-from serving.packing import SegmentLayout
 
 _MAX_BYTES_PER_WORD = 200  # FullTokenizer's 200 characters, counted in bytes
-
-
-def kept_lengths(first_lengths: tf.Tensor, second_lengths: tf.Tensor,
-                 max_seq_length: int) -> tuple[tf.Tensor, tf.Tensor]:
-    """`data.text_tokenizer.truncated_lengths` (the original's truncation) on int32 [B] lengths.
-
-    The same closed form in int32: LiteRT's FLOOR_DIV has no int64 kernel.
-    """
-    budget = tf.where(second_lengths > 0, max_seq_length - 3, max_seq_length - 2)
-    first_kept = tf.minimum(first_lengths, tf.maximum((budget + 1) // 2, budget - second_lengths))
-    return first_kept, tf.minimum(second_lengths, budget - first_kept)
 
 
 class LiteTokenizer(tf.Module):
@@ -119,42 +108,9 @@ class LiteTokenizer(tf.Module):
 
     def pack(self, first_ids: tf.RaggedTensor, second_ids: tf.RaggedTensor | None,
              max_seq_length: int, pad_to_longest: bool = False) -> dict[str, tf.Tensor]:
-        """`TextTokenizer.pack`: `[CLS] A [SEP] B [SEP]` as the original, in dense ops.
-
-        Args:
-            first_ids, second_ids: int32 RaggedTensors [B, (tokens)], segments A and B (or None).
-            max_seq_length: the longest packed sequence (at least 3).
-            pad_to_longest: pad only to the longest packed row (T at most max_seq_length).
-
-        Returns:
-            `input_ids`, `input_mask`, `segment_ids`: int32 [B, T], zero-padded.
-        """
-        if max_seq_length < 3:
-            raise ValueError(f"max_seq_length must be at least 3, got {max_seq_length}")
-        layout = self.layout(first_ids, second_ids, max_seq_length, pad_to_longest)
-        second_values = None if second_ids is None else tf.cast(second_ids.flat_values, tf.int32)
-        input_ids = layout.place(tf.cast(first_ids.flat_values, tf.int32), second_values,
-                                 self.cls_id, self.sep_id, 0)
-        return {"input_ids": input_ids, "input_mask": layout.input_mask,
-                "segment_ids": layout.segment_ids}
-
-    @staticmethod
-    def layout(first_ids: tf.RaggedTensor, second_ids: tf.RaggedTensor | None,
-               max_seq_length: int, pad_to_longest: bool) -> SegmentLayout:
-        """Where `pack` puts each segment's tokens."""
-        first_lengths = tf.cast(first_ids.row_lengths(), tf.int32)
-        if second_ids is None:
-            second_lengths = second_starts = tf.zeros_like(first_lengths)
-        else:
-            second_lengths = tf.cast(second_ids.row_lengths(), tf.int32)
-            second_starts = second_ids.row_starts()
-        first_kept, second_kept = kept_lengths(first_lengths, second_lengths, max_seq_length)
-        length = max_seq_length
-        if pad_to_longest:
-            packed = first_kept + second_kept + 2 + tf.cast(second_kept > 0, tf.int32)
-            length = tf.reduce_max(tf.concat([packed, [0]], axis=0))
-        return SegmentLayout.build(first_kept, second_kept, first_ids.row_starts(),
-                                   second_starts, length)
+        """`TextTokenizer.pack` (`data.segment_layout.pack_segments`, dense ops)."""
+        return pack_segments(first_ids, second_ids, max_seq_length, pad_to_longest, self.cls_id,
+                             self.sep_id)
 
 
 def _value_rows(ragged: tf.RaggedTensor) -> tf.Tensor:

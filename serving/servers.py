@@ -23,7 +23,7 @@ from modeling.checkpoints import model_spec
 from modeling.encoder import encoder_of
 from modeling.pretrainer import BertPretrainer
 from modeling.text_heads import MaskedTokenPredictor, SentenceEncoder
-from serving.packing import SegmentLayout
+from data.segment_layout import SegmentLayout
 
 TEXT = tf.TensorSpec([None], tf.string)
 MASK = "[MASK]"

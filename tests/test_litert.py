@@ -19,13 +19,13 @@ import tensorflow as tf
 from data import tokenization
 from data.classifier import glue_tasks
 from data.classifier.features import truncate_seq_pair
-from data.text_tokenizer import TextTokenizer, truncated_lengths
+from data.text_tokenizer import TextTokenizer
 from data.tokenization import FullTokenizer
 from modeling.checkpoints import LoadedModel, ModelSpec, build_model, read_model, write_model
 from modeling.checkpoints.formats import KERAS
 from modeling.config import BertConfig
 from modeling.pretrainer import BertPretrainer
-from serving.lite_tokenizer import LiteTokenizer, kept_lengths
+from serving.lite_tokenizer import LiteTokenizer
 from serving.litert import CUSTOM_OPS, custom_ops
 from serving.servers import TextModelServer
 from tests.exported_models import (assert_fill_mask_outputs, python_features,
@@ -293,18 +293,6 @@ def small_vocab(tmp_path_factory):
     return str(path)
 
 
-def test_kept_lengths_are_the_original_truncation():
-    first, second = np.meshgrid(np.arange(12), np.arange(12))
-    first, second = first.ravel(), second.ravel()
-    for max_seq_length in (3, 4, 7, 12):
-        expected = truncated_lengths(tf.constant(first, tf.int64), tf.constant(second, tf.int64),
-                                     max_seq_length)
-        got = kept_lengths(tf.constant(first, tf.int32), tf.constant(second, tf.int32),
-                           max_seq_length)
-        for a, b in zip(got, expected):
-            np.testing.assert_array_equal(a.numpy(), b.numpy())
-
-
 def _original_packing(first, second, max_seq_length, length):
     """`convert_single_example`'s ids, mask and segments of id lists, padded to `length`."""
     first, second = list(first), list(second)
@@ -335,13 +323,6 @@ def test_pack_is_the_originals(small_vocab, max_seq_length, pad_to_longest):
         for index, name in enumerate(("input_ids", "input_mask", "segment_ids")):
             np.testing.assert_array_equal(got[name].numpy(), [e[index] for e in expected],
                                           err_msg=name)
-        if max_seq_length > 4:
-            # TextTokenizer.pack keeps B's [SEP] when truncation leaves B no token, which only
-            # max_seq_length <= 4 can do; elsewhere the two packers agree.
-            original = TextTokenizer(small_vocab).pack(first, second if pair else None,
-                                                       max_seq_length, pad_to_longest)
-            for name in original:
-                np.testing.assert_array_equal(got[name].numpy(), original[name].numpy())
 
 
 def test_offsets_are_code_points_as_text_tokenizers(small_vocab):

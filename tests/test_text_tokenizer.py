@@ -116,11 +116,13 @@ def test_pack_truncates_as_the_original_loop(tokenizers):
             tokens_a, tokens_b = list(range(1000, 1000 + a)), list(range(2000, 2000 + b))
             if tokens_b:
                 _truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
-                ids = [101] + tokens_a + [102] + tokens_b + [102]
-                segments = [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
             else:
-                ids = [101] + tokens_a[:max_seq_length - 2] + [102]
-                segments = [0] * len(ids)
+                tokens_a = tokens_a[:max_seq_length - 2]
+            ids = [101] + tokens_a + [102]
+            segments = [0] * len(ids)
+            if tokens_b:  # asked again after truncation, which can leave B empty
+                ids += tokens_b + [102]
+                segments += [1] * (len(tokens_b) + 1)
             padding = [0] * (max_seq_length - len(ids))
             assert packed["input_ids"][row].numpy().tolist() == ids + padding
             assert packed["segment_ids"][row].numpy().tolist() == segments + padding

@@ -1,15 +1,80 @@
-"""`[CLS] A [SEP] B [SEP]` laid out with dense ops only, for graphs that LiteRT runs.
+"""`[CLS] A [SEP] B [SEP]` packed in the graph as the original `convert_single_example` packs it,
+with dense ops only.
 
-TensorFlow's ragged ops (`tf.concat` of ragged rows, `tf.ragged.boolean_mask`, `tf.ragged.range`)
-have no LiteRT kernels; gathers, comparisons and selects over a [B, T] grid of positions do.
-`SegmentLayout` says, for each packed position, what goes there; `place` fills it with any
-per-token values of the two segments (wordpiece ids, character offsets).
+`pack_segments` truncates and packs the wordpiece ids of both in-graph tokenizers
+(`data.text_tokenizer.TextTokenizer`, `serving.lite_tokenizer.LiteTokenizer`). Dense ops, not
+TensorFlow's ragged ones (`tf.concat` of ragged rows, `tf.ragged.boolean_mask`), because LiteRT has
+kernels for gathers, comparisons and selects over a [B, T] grid of positions and none for ragged
+ops, and because these trace in a fraction of the time: each ragged op adds its shape assertions to
+the graph of every signature of an export. `SegmentLayout` says, for each packed position, what
+goes there; `place` fills it with any per-token values of the two segments (wordpiece ids,
+character offsets).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import tensorflow as tf
+
+from data.tfrecord_schema import INPUT_IDS, INPUT_MASK, SEGMENT_IDS
+
+
+def kept_lengths(first_lengths: tf.Tensor, second_lengths: tf.Tensor,
+                 max_seq_length: int) -> tuple[tf.Tensor, tf.Tensor]:
+    """Segment lengths left by the original truncation, for `[CLS] A [SEP] B [SEP]`.
+
+    Closed form of `_truncate_seq_pair`'s loop (pop the last token of the longer segment, of B
+    when equal, until both fit `max_seq_length - 3`): the longer side shrinks first and, once both
+    are equal, A keeps ceil(budget / 2). A row with empty B is a single segment truncated to
+    `max_seq_length - 2`. In int32: LiteRT's FLOOR_DIV has no int64 kernel.
+
+    Args:
+        first_lengths: int32 [B], tokens in A.
+        second_lengths: int32 [B], tokens in B (0 where there is no B).
+        max_seq_length: the packed length.
+
+    Returns:
+        int32 [B] kept lengths of A and of B.
+    """
+    budget = tf.where(second_lengths > 0, max_seq_length - 3, max_seq_length - 2)
+    first_kept = tf.minimum(first_lengths, tf.maximum((budget + 1) // 2, budget - second_lengths))
+    return first_kept, tf.minimum(second_lengths, budget - first_kept)
+
+
+def pack_segments(first_ids: tf.RaggedTensor, second_ids: tf.RaggedTensor | None,
+                  max_seq_length: int, pad_to_longest: bool, cls_id: int,
+                  sep_id: int) -> dict[str, tf.Tensor]:
+    """Packs `[CLS] A [SEP] B [SEP]` as the original `convert_single_example`: truncated by
+    `kept_lengths`, and a row whose B is empty (or truncated to nothing) as `[CLS] A [SEP]`.
+
+    Args:
+        first_ids, second_ids: int RaggedTensors [B, (tokens)], segments A and B (or None).
+        max_seq_length: the longest packed sequence (at least 3); the output length T.
+        pad_to_longest: pad only to the longest packed row instead (T at most max_seq_length).
+        cls_id, sep_id: the ids of [CLS] and [SEP].
+
+    Returns:
+        `input_ids`, `input_mask`, `segment_ids`: int32 [B, T], zero-padded.
+    """
+    if max_seq_length < 3:
+        raise ValueError(f"max_seq_length must be at least 3, got {max_seq_length}")
+    first_lengths = tf.cast(first_ids.row_lengths(), tf.int32)
+    if second_ids is None:
+        second_lengths = second_starts = tf.zeros_like(first_lengths)
+    else:
+        second_lengths = tf.cast(second_ids.row_lengths(), tf.int32)
+        second_starts = second_ids.row_starts()
+    first_kept, second_kept = kept_lengths(first_lengths, second_lengths, max_seq_length)
+    length = max_seq_length
+    if pad_to_longest:
+        packed = first_kept + second_kept + 2 + tf.cast(second_kept > 0, tf.int32)
+        length = tf.reduce_max(tf.concat([packed, [0]], axis=0))
+    layout = SegmentLayout.build(first_kept, second_kept, first_ids.row_starts(), second_starts,
+                                 length)
+    second_values = None if second_ids is None else tf.cast(second_ids.flat_values, tf.int32)
+    input_ids = layout.place(tf.cast(first_ids.flat_values, tf.int32), second_values, cls_id,
+                             sep_id, 0)
+    return {INPUT_IDS: input_ids, INPUT_MASK: layout.input_mask, SEGMENT_IDS: layout.segment_ids}
 
 
 @dataclass
