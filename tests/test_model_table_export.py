@@ -3,7 +3,7 @@
 `predict_text.py --task=embed`'s vectors to 1e-6, and the head's signatures (`serving_default`,
 `serving_fill_mask`) the outputs of the model the row was written from.
 
-An export spends about 25 s of CPU tracing its in-graph tokenizer, whatever the model's size, so
+An export spends about 9 s of CPU tracing and writing its signatures, whatever the model's size, so
 by default the export column runs for every encoder-only row (each its own format; a
 sentence-transformers folder its own pooling) and for the refused multiple-choice model; the
 other rows' export cells are left out (tests/test_export_savedmodel.py checks the heads'
