@@ -198,12 +198,13 @@ _XLA_UPDATE_MIN_ELEMENTS = 1 << 16
 def _in_place(values_fn: Callable) -> Callable:
     """`values_fn` as one XLA computation that assigns its (variable, m, v) to the three, the
     gradient multiplied by `scale` (None: as it is) in the same pass; one per update rule,
-    compiled per shape on first use."""
+    compiled per shape on first use. Without AutoGraph: the rules branch on Python values only,
+    and converting them took 0.1 s of a training run's first trace (MiniLM, 1.44 against 1.32 s)."""
     def update(variable, m, v, gradient, scale, *args):
         values = values_fn(variable, m, v, _scaled(gradient, scale), *args)
         for target, value in zip((variable, m, v), values):
             target.assign(value)
-    return tf.function(update, jit_compile=True)
+    return tf.function(update, jit_compile=True, autograph=False)
 
 
 def _clip_scale(grads: list, clip_norm: float) -> tf.Tensor:
