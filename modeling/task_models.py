@@ -2,6 +2,7 @@
 import keras
 import tensorflow as tf
 
+from modeling import packing
 from modeling.config import BertConfig
 from modeling.encoder import ENCODER_INPUTS, BertEncoder
 from modeling.heads import OutputProjection
@@ -87,7 +88,13 @@ class BertMultipleChoice(_TaskModel):
 
 
 class BertTokenClassifier(_TaskModel):
-    """Per-token tagging (CoNLL-2003 NER) on the last layer; output `logits` float32 [B, T, K]."""
+    """Per-token tagging (CoNLL-2003 NER) on the last layer; output `logits` float32 [B, T, K].
+
+    In training, given `label_ids` int [B, T] (-1 for the pieces that carry no label: sub-word
+    pieces, `--document_context`'s context, padding), the last layer and the head compute the
+    labelled pieces only (`BertEncoder.sequence_output_at`), and the logits of the others are 0:
+    the loss reads the labelled pieces alone. Under XLA, whose shapes are static, every piece.
+    """
 
     def __init__(self, config: BertConfig, num_labels: int, encoder: BertEncoder | None = None,
                  **kwargs):
@@ -98,5 +105,20 @@ class BertTokenClassifier(_TaskModel):
         self.dropout = keras.layers.Dropout(config.hidden_dropout_prob, name="token_dropout")
 
     def call(self, inputs, training=None):
-        sequence_output = self.encode(inputs, training)["sequence_output"]
-        return {"logits": self.head(self.dropout(sequence_output, training=training))}
+        label_ids = inputs.get("label_ids") if training else None
+        if label_ids is None or not self.encoder.packed or packing.compiled_with_xla():
+            sequence_output = self.encode(inputs, training)["sequence_output"]
+            return {"logits": self.head(self.dropout(sequence_output, training=training))}
+        labelled = tf.cast(label_ids, tf.int32) >= 0                          # [B, T]
+        where = tf.where(labelled)                                            # [L, 2]: b, t
+        rank = tf.gather_nd(tf.cumsum(tf.cast(labelled, tf.int64), axis=1, exclusive=True),
+                            where)                                            # [L]
+        slots = tf.stack([where[:, 0], rank], axis=1)                         # [L, 2]: b, q
+        shape = tf.shape(label_ids, out_type=tf.int64)
+        width = tf.reduce_max(tf.concat([rank + 1, [1]], 0))                  # Q, at least 1
+        positions = tf.scatter_nd(slots, tf.cast(where[:, 1], tf.int32),
+                                  tf.stack([shape[0], width]))                # [B, Q]
+        states = self.encoder.sequence_output_at(inputs, positions, training)  # [B, Q, H]
+        logits = self.head(self.dropout(states, training=training))           # [B, Q, K]
+        return {"logits": tf.scatter_nd(where, tf.gather_nd(logits, slots),
+                                        tf.concat([shape, [self.num_labels]], 0))}

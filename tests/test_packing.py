@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling import packing
+from modeling import losses, packing
 from modeling.attention import SelfAttention
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
+from modeling.task_models import BertTokenClassifier
 
 CONFIG = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                     intermediate_size=64, hidden_dropout_prob=0.0,
@@ -239,6 +240,45 @@ def test_the_last_layer_computes_the_pooled_position_only(monkeypatch):
                     ("output", 48),
                     ("key+value", 48), ("query", 4), ("attention_output", 4),
                     ("intermediate", 4), ("output", 4), ("dense", 4)]
+
+
+def test_the_tagger_trains_on_its_labelled_pieces_only(monkeypatch):
+    """In training, the tagger's last layer computes the labelled pieces only; there its logits,
+    and its loss and every gradient, are the full pass's (dropout off); elsewhere 0."""
+    tagger = BertTokenClassifier(CONFIG, num_labels=5)
+    batch = _batch([16, 9, 1, 12], 16, seed=3)  # 38 real tokens, rounded up to 48 rows
+    rng = np.random.default_rng(3)
+    labels = np.where(rng.random((4, 16)) < 0.5, rng.integers(0, 5, (4, 16)), -1)
+    labels = np.where(batch["input_mask"] != 0, labels, -1).astype(np.int32)
+    labels[1] = -1  # a row without a label
+    labelled = labels >= 0
+    most = int(labelled.sum(1).max())
+    assert 0 < most < 16
+
+    @tf.function(autograph=False)
+    def step(inputs):
+        with tf.GradientTape() as tape:
+            logits = tagger(inputs, training=True)["logits"]
+            loss = losses.token_cross_entropy(logits, labels)
+        return logits, loss, tape.gradient(loss, tagger.trainable_variables)
+    rows = _count_dense_rows(monkeypatch)
+    tagger({**batch, "label_ids": labels}, training=True)
+    assert rows == [("query+key+value", 48), ("attention_output", 48), ("intermediate", 48),
+                    ("output", 48), ("key+value", 48), ("query", 4 * most),
+                    ("attention_output", 4 * most), ("intermediate", 4 * most),
+                    ("output", 4 * most)]
+    monkeypatch.undo()  # (the count reads static shapes; the step below runs as a graph)
+    logits, loss, grads = step({**batch, "label_ids": labels})
+    full_logits, full_loss, full_grads = step(batch)  # no labels given: every piece
+    np.testing.assert_allclose(logits.numpy()[labelled], full_logits.numpy()[labelled],
+                               rtol=0, atol=1e-6)
+    assert not logits.numpy()[~labelled].any()
+    np.testing.assert_allclose(float(loss), float(full_loss), rtol=1e-6)
+    used = [i for i, grad in enumerate(full_grads) if grad is not None]  # not the pooler's
+    assert [i for i, grad in enumerate(grads) if grad is not None] == used
+    _assert_gradients_as_padded([tagger.trainable_variables[i] for i in used],
+                                [grads[i] for i in used], [full_grads[i] for i in used],
+                                zero_allowed="key/bias")
 
 
 def test_bucket_sizes_are_few_and_hold_every_token_count():
