@@ -138,7 +138,8 @@ def main(_):
                                        init_checkpoint="" if FLAGS.feature_based else None)
     frozen = _frozen_features(layers) if FLAGS.feature_based else None
     task = ner_feature_based.fine_tuning_task(config, len(labels), frozen, FLAGS.lstm_units) \
-        if frozen else ner.fine_tuning_task(config, labels, FLAGS.do_lower_case)
+        if frozen else ner.fine_tuning_task(config, labels, FLAGS.do_lower_case,
+                                            FLAGS.document_context)
 
     def words(split: str):
         return ner_feature_based.word_features(config, splits[split][0], features[split],

@@ -90,22 +90,26 @@ class BertMultipleChoice(_TaskModel):
 class BertTokenClassifier(_TaskModel):
     """Per-token tagging (CoNLL-2003 NER) on the last layer; output `logits` float32 [B, T, K].
 
-    In training, given `label_ids` int [B, T] (-1 for the pieces that carry no label: sub-word
-    pieces, `--document_context`'s context, padding), the last layer and the head compute the
-    labelled pieces only (`BertEncoder.sequence_output_at`), and the logits of the others are 0:
-    the loss reads the labelled pieces alone. Under XLA, whose shapes are static, every piece.
+    With `labelled_pieces_only`, in training, given `label_ids` int [B, T] (-1 for the pieces
+    that carry no label: sub-word pieces, `--document_context`'s context, padding), the last
+    layer and the head compute the labelled pieces only (`BertEncoder.sequence_output_at`), laid
+    out [B, Q], Q the most labelled pieces of a row, and the logits of the others are 0: the loss
+    reads the labelled pieces alone. That saves work where few pieces carry a label (a sentence
+    amid its document's context); where most do and rows differ in length, B x Q is more than
+    the batch's packed pieces. Under XLA, whose shapes are static, every piece.
     """
 
     def __init__(self, config: BertConfig, num_labels: int, encoder: BertEncoder | None = None,
-                 **kwargs):
+                 labelled_pieces_only: bool = False, **kwargs):
         head = OutputProjection(num_labels, config.hidden_size, config.initializer_range,
                                 name="token_classifier")
         super().__init__(config, head, encoder, **{"name": "bert_token_classifier", **kwargs})
         self.num_labels = num_labels
+        self.labelled_pieces_only = labelled_pieces_only
         self.dropout = keras.layers.Dropout(config.hidden_dropout_prob, name="token_dropout")
 
     def call(self, inputs, training=None):
-        label_ids = inputs.get("label_ids") if training else None
+        label_ids = inputs.get("label_ids") if training and self.labelled_pieces_only else None
         if label_ids is None or not self.encoder.packed or packing.compiled_with_xla():
             sequence_output = self.encode(inputs, training)["sequence_output"]
             return {"logits": self.head(self.dropout(sequence_output, training=training))}

@@ -116,11 +116,14 @@ def loss_fn(outputs, batch, normaliser):
     return {"loss": losses.token_cross_entropy(outputs["logits"], batch["label_ids"], count)}
 
 
-def fine_tuning_task(config: BertConfig, labels: Sequence[str],
-                     do_lower_case: bool) -> fine_tuning.FineTuningTask:
-    """The token classifier (`cls/token_classifier/...`), saved with its labels."""
+def fine_tuning_task(config: BertConfig, labels: Sequence[str], do_lower_case: bool,
+                     document_context: bool = False) -> fine_tuning.FineTuningTask:
+    """The token classifier (`cls/token_classifier/...`), saved with its labels; with
+    `document_context` (each sentence amid unlabelled context), trained on the labelled pieces
+    only (`BertTokenClassifier`'s `labelled_pieces_only`)."""
     return fine_tuning.FineTuningTask(
-        lambda: BertTokenClassifier(config, len(labels)), loss_fn,
+        lambda: BertTokenClassifier(config, len(labels), labelled_pieces_only=document_context),
+        loss_fn,
         head=f"a tagger of {len(labels)} labels: cls/token_classifier/output_weights",
         save=functools.partial(fine_tuning.save_fine_tuned, labels=list(labels),
                                do_lower_case=do_lower_case))

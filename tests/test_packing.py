@@ -243,9 +243,10 @@ def test_the_last_layer_computes_the_pooled_position_only(monkeypatch):
 
 
 def test_the_tagger_trains_on_its_labelled_pieces_only(monkeypatch):
-    """In training, the tagger's last layer computes the labelled pieces only; there its logits,
+    """In training (`labelled_pieces_only`, as with `run_ner.py --document_context`), the
+    tagger's last layer computes the labelled pieces only; there its logits,
     and its loss and every gradient, are the full pass's (dropout off); elsewhere 0."""
-    tagger = BertTokenClassifier(CONFIG, num_labels=5)
+    tagger = BertTokenClassifier(CONFIG, num_labels=5, labelled_pieces_only=True)
     batch = _batch([16, 9, 1, 12], 16, seed=3)  # 38 real tokens, rounded up to 48 rows
     rng = np.random.default_rng(3)
     labels = np.where(rng.random((4, 16)) < 0.5, rng.integers(0, 5, (4, 16)), -1)
