@@ -41,6 +41,12 @@ def kept_lengths(first_lengths: tf.Tensor, second_lengths: tf.Tensor,
     return first_kept, tf.minimum(second_lengths, budget - first_kept)
 
 
+def packed_lengths(first_kept: tf.Tensor, second_kept: tf.Tensor) -> tf.Tensor:
+    """int32: the tokens of a packed row, [CLS] and [SEP]s included, from its segments' kept
+    lengths (B's [SEP] only where B keeps a token)."""
+    return 2 + first_kept + second_kept + tf.cast(second_kept > 0, tf.int32)
+
+
 def pack_segments(first_ids: tf.RaggedTensor, second_ids: tf.RaggedTensor | None,
                   max_seq_length: int, pad_to_longest: bool, cls_id: int,
                   sep_id: int) -> dict[str, tf.Tensor]:
@@ -67,8 +73,7 @@ def pack_segments(first_ids: tf.RaggedTensor, second_ids: tf.RaggedTensor | None
     first_kept, second_kept = kept_lengths(first_lengths, second_lengths, max_seq_length)
     length = max_seq_length
     if pad_to_longest:
-        packed = first_kept + second_kept + 2 + tf.cast(second_kept > 0, tf.int32)
-        length = tf.reduce_max(tf.concat([packed, [0]], axis=0))
+        length = tf.reduce_max(tf.concat([packed_lengths(first_kept, second_kept), [0]], axis=0))
     layout = SegmentLayout.build(first_kept, second_kept, first_ids.row_starts(), second_starts,
                                  length)
     second_values = None if second_ids is None else tf.cast(second_ids.flat_values, tf.int32)
@@ -107,7 +112,7 @@ class SegmentLayout:
     @property
     def packed_lengths(self) -> tf.Tensor:
         """int32 [B, 1]: real tokens of each row, [CLS] and [SEP]s included."""
-        return 2 + self.first_kept + self.second_kept + tf.cast(self.second_kept > 0, tf.int32)
+        return packed_lengths(self.first_kept, self.second_kept)
 
     @property
     def in_first(self) -> tf.Tensor:
