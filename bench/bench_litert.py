@@ -29,7 +29,6 @@ beside it, `.md`), so a run can be stopped and resumed.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import subprocess
@@ -42,13 +41,15 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
 from bench import finetune_runs as finetune  # noqa: E402
 from bench.bench_sentence_embeddings import cosine, spearman  # noqa: E402
+from bench.litert_report import report  # noqa: E402
+from bench.litert_sides import (MAX_SEQ_LENGTH, MODELS, SIGNATURES, dev_set,  # noqa: E402
+                                litert_side, saved_model_side, tokenized_alike,
+                                transformers_side)
 from bench.machine import machine_description  # noqa: E402
 from serving.litert import QUANTIZATIONS  # noqa: E402
 from utils.output_files import write_text_atomically  # noqa: E402
 
-MODELS = ("encoder", "mrpc", "sst2")
 SEED = 1
-MAX_SEQ_LENGTH = 128
 
 
 # ---------------------------------------------------------------------------------------------
@@ -103,109 +104,7 @@ def hf_classifier_dir(name: str, model_dir: str, work_dir: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# The dev sets, and each side's function from a batch of texts to the outputs compared.
-
-def dev_set(name: str, shared_data: str) -> dict:
-    """The dev texts of a model's task: `inputs` (one or two lists of texts), `labels`."""
-    if name == "encoder":
-        first, second, gold = sts_pairs(os.path.join(shared_data, "glue", "STS-B", "dev.tsv"))
-        return {"inputs": [first + second], "gold": gold}
-    path = os.path.join(shared_data, "glue", {"mrpc": "MRPC", "sst2": "SST-2"}[name], "dev.tsv")
-    with open(path, encoding="utf-8-sig") as f:
-        rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))[1:]
-    if name == "mrpc":
-        return {"inputs": [[r[3] for r in rows], [r[4] for r in rows]],
-                "labels": [r[0] for r in rows]}
-    return {"inputs": [[r[0] for r in rows]], "labels": [r[1] for r in rows]}
-
-
-def sts_pairs(path: str):
-    """STS-B dev.tsv (GLUE layout, with its header): first and second sentences, gold scores."""
-    first, second, gold = [], [], []
-    with open(path, encoding="utf-8") as f:
-        for columns in csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE):
-            if columns[0] == "index":
-                continue
-            first.append(columns[7])
-            second.append(columns[8])
-            gold.append(float(columns[9]))
-    return first, second, gold
-
-
-def litert_side(folder: str, name: str, threads: int):
-    from serving.litert import load_interpreter  # pylint: disable=import-outside-toplevel
-    file, signature, output = _SIGNATURES[name]
-    runner = load_interpreter(os.path.join(folder, file), threads).get_signature_runner(signature)
-    keys = ["text"] if len(_INPUT_KEYS[name]) == 1 else ["text_a", "text_b"]
-
-    def run(*texts):
-        return runner(**{k: np.array(t, dtype=object) for k, t in zip(keys, texts)})[output]
-    return run
-
-
-def saved_model_side(folder: str, name: str):
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-    import tensorflow_text  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
-    _, signature, output = _SIGNATURES[name]
-    function = tf.saved_model.load(os.path.join(folder, "text_model")).signatures[signature]
-    keys = _INPUT_KEYS[name]
-
-    def run(*texts):
-        return function(**{k: tf.constant(t) for k, t in zip(keys, texts)})[output].numpy()
-    run.module = function  # held: the signature holds its SavedModel weakly
-    return run
-
-
-def transformers_side(model_dir: str, tokenizer_dir: str, name: str):
-    """transformers from raw text: its fast tokenizer (truncating at 128), the model, and
-    softmax (classifiers) or mean pooling and normalisation (the encoder)."""
-    # pylint: disable=import-outside-toplevel
-    import torch
-    import transformers
-    tokenizer = transformers.AutoTokenizer.from_pretrained(tokenizer_dir)
-    if name == "encoder":
-        model = transformers.AutoModel.from_pretrained(model_dir).eval()
-    else:
-        model = transformers.AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
-
-    def run(*texts):
-        batch = tokenizer(*texts, padding=True, truncation="longest_first",
-                          max_length=MAX_SEQ_LENGTH, return_tensors="pt")
-        with torch.inference_mode():
-            if name != "encoder":
-                return torch.softmax(model(**batch).logits, -1).numpy()
-            hidden = model(**batch).last_hidden_state
-            mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-            vectors = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-            return torch.nn.functional.normalize(vectors, dim=-1).numpy()
-    return run
-
-
-# file, signature and output of each model's measured signature; the SavedModel's are the same
-# signature of text_model/.
-_SIGNATURES = {"encoder": ("embedding.tflite", "serving_embedding", "embedding"),
-               "mrpc": ("text_model.tflite", "serving_pair", "probabilities"),
-               "sst2": ("text_model.tflite", "serving_default", "probabilities")}
-_INPUT_KEYS = {"encoder": ["text"], "mrpc": ["text_a", "text_b"], "sst2": ["text"]}
-
-
-# ---------------------------------------------------------------------------------------------
 # Measuring.
-
-def tokenized_alike(inputs: list[list[str]], vocab_file: str) -> np.ndarray:
-    """bool [examples]: whether the LiteRT models' tokenizer (FastBertTokenizer) gives every text
-    of an example the wordpieces FullTokenizer, the SavedModel's, gives it."""
-    # pylint: disable=import-outside-toplevel
-    import tensorflow as tf
-    from data.tokenization import FullTokenizer
-    from serving.lite_tokenizer import LiteTokenizer
-    full, lite = FullTokenizer(vocab_file, True), LiteTokenizer(vocab_file, True)
-    alike = np.ones(len(inputs[0]), bool)
-    for texts in inputs:
-        got = lite.tokenize(tf.constant(texts)).to_list()
-        alike &= [full.convert_tokens_to_ids(full.tokenize(t)) == ids for t, ids in zip(texts, got)]
-    return alike
-
 
 def batches(inputs: list[list[str]], size: int):
     for start in range(0, len(inputs[0]), size):
@@ -262,7 +161,7 @@ def measure(name: str, args) -> dict:
     exports = {"saved_model": export(name, model_dir, args.work_dir, "saved_model")}
     for quantize in args.quantizations:
         exports[f"litert_{quantize}"] = export(name, model_dir, args.work_dir, "litert", quantize)
-    file = _SIGNATURES[name][0]
+    file = SIGNATURES[name][0]
     sizes = {label: os.path.getsize(os.path.join(folder, file))
              for label, folder in exports.items() if label != "saved_model"}
     sizes["saved_model"] = sum(os.path.getsize(os.path.join(root, f)) for root, _, files in
@@ -316,47 +215,6 @@ def measure(name: str, args) -> dict:
 def _label_list(model_dir: str) -> list[str]:
     with open(os.path.join(model_dir, "model_spec.json"), encoding="utf-8") as f:
         return json.load(f)["labels"]
-
-
-# ---------------------------------------------------------------------------------------------
-# The report.
-
-_NAMES = {"encoder": "all-MiniLM-L6-v2 sentence vectors", "mrpc": "MiniLM fine-tuned on MRPC",
-          "sst2": "MiniLM fine-tuned on SST-2"}
-_SIDES = {"litert_none": "LiteRT float32", "litert_float16": "LiteRT float16",
-          "litert_dynamic_int8": "LiteRT int8 (dynamic range)", "saved_model": "SavedModel",
-          "transformers": "transformers (PyTorch)"}
-
-
-def report(results: dict) -> str:
-    """The results as a markdown table, with the machine and each model's dev set."""
-    machine = results.get("machine", {})
-    lines = [f"{machine.get('cpu', '?')}, {machine.get('cores', '?')} cores, CPU flags "
-             f"{' '.join(results.get('cpu_flags', []))}", ""]
-    table = ["| model | side | size MB | max difference from the SavedModel: tokenized alike "
-             "(otherwise) | dev metric | one sentence ms | SavedModel / this, one sentence | "
-             "examples/s | SavedModel / this, dev set |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for name in MODELS:
-        if name not in results.get("models", {}):
-            continue
-        entry = results["models"][name]
-        load = entry.get("load_average", [[0], [0]])
-        lines.append(f"- {_NAMES[name]}: {entry['examples']} dev examples, "
-                     f"{entry.get('tokenized_otherwise', 0)} tokenized otherwise by "
-                     f"FastBertTokenizer; {entry['metric']}; {entry['threads']} threads a side; "
-                     f"load average {load[0][0]:.1f} -> {load[1][0]:.1f}")
-        for label, side in entry["sides"].items():
-            size = f"{side['size_bytes'] / 1e6:.1f}" if side["size_bytes"] else ""
-            otherwise = side.get("max_abs_difference_tokenized_otherwise")
-            difference = f"{side['max_abs_difference']:.2g}" + (
-                f" ({otherwise:.2g})" if otherwise is not None else "")
-            table.append(
-                f"| {_NAMES[name]} | {_SIDES[label]} | {size} | {difference} | "
-                f"{side['dev_metric']:.4f} | {side['latency_ms']:.1f} | "
-                f"{side['latency_ratio']:.2f}x | {side['examples_per_second']:.0f} | "
-                f"{side['throughput_ratio']:.2f}x |")
-    return "\n".join(lines + [""] + table)
 
 
 def _cpu_flags() -> list[str]:
