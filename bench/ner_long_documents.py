@@ -9,10 +9,13 @@ batch 32, learning rate 5e-5, 3 epochs, seed 1; `--epochs` changes that). Then, 
 - every test document on one line, its sentences' words joined, so that most documents take
   several windows (`--doc_stride`, default half a window), each word tagged from the window where
   its first piece has the most context.
-The report gives how many words get the same tag both ways (the acceptance: at least 99%), and
-how the documents' tags agree with transformers' pipeline (`aggregation_strategy="first"`,
-`stride` the same overlap) on the model converted by `convert_checkpoint.py --to=hf`, compared
-per word by entity type (the pipeline merges B- and I- into entity groups).
+The report gives how many words get the same tag both ways (the acceptance: at least 99%); for
+the words where they differ in the documents that fit in one sequence of 512, whether the document
+tagged in that one sequence sides with the windows (the context changed the tag) or with the
+sentence (the windows did); and how the documents' tags agree with transformers' pipeline
+(`aggregation_strategy="first"`, `stride` the same overlap) on the model converted by
+`convert_checkpoint.py --to=hf`, compared per word by entity type (the pipeline merges B- and I-
+into entity groups).
 
     pip install -r bench/requirements.txt
     python -m bench.ner_long_documents               # resumable: the model is trained once
@@ -156,6 +159,18 @@ def same_count(first: list[list[str]], second: list[list[str]], only_entities: b
                if not only_entities or a != "O")
 
 
+def whole_document_sides(sentence_tags: list[list[str]], window_tags: list[list[str]],
+                         whole_tags: list[list[str]]) -> tuple[int, int, int]:
+    """Over the words whose tag in windows differs from their sentence's (documents given in the
+    three ways, word by word): how many there are, and how many of them the whole document in one
+    sequence tags as the windows do and as the sentence does. The first share is the context's
+    doing (the whole document has it too), the second the windows'."""
+    differing = [(sentence, window, whole) for doc in zip(sentence_tags, window_tags, whole_tags)
+                 for sentence, window, whole in zip(*doc) if sentence != window]
+    return (len(differing), sum(whole == window for _, window, whole in differing),
+            sum(whole == sentence for sentence, _, whole in differing))
+
+
 def measure(model: str, documents: list[list[conll.ConllSentence]], work_dir: str) -> dict:
     """The documents tagged whole against the other ways of tagging them; the report's figures."""
     sentences = [[token.word for token in s.tokens] for document in documents for s in document]
@@ -183,7 +198,10 @@ def measure(model: str, documents: list[list[conll.ConllSentence]], work_dir: st
             length = next(sentence_lengths)
             document_sentence_tags.append(tags[:length])
             tags = tags[length:]
-    same = same_count(by_document(documents, sentence_tags), document_tags)
+    sentence_by_document = by_document(documents, sentence_tags)
+    differing, whole_as_windows, whole_as_sentences = whole_document_sides(
+        [sentence_by_document[i] for i in fitting], [document_tags[i] for i in fitting], whole)
+    same = same_count(sentence_by_document, document_tags)
     finetune.log(f"documents against sentences: {same}/{words} words the same tag")
     ours = [[entity_type(tag) for tag in tags] for tags in document_tags]
     hf_types = transformers_word_types(model, work_dir, [" ".join(w) for w in doc_words],
@@ -197,6 +215,9 @@ def measure(model: str, documents: list[list[conll.ConllSentence]], work_dir: st
               "same_tag_as_sentences": same / words,
               "documents_in_one_sequence": len(fitting), "words_in_them": fitting_words,
               "same_tag_as_one_sequence": same_whole / fitting_words,
+              "differing_words_in_one_sequence": differing,
+              "differing_whole_as_windows": whole_as_windows / max(differing, 1),
+              "differing_whole_as_sentences": whole_as_sentences / max(differing, 1),
               "test_f1_sentences": entity_f1(documents, sentence_tags),
               "test_f1_documents": entity_f1(documents, document_sentence_tags),
               "same_type_as_transformers": same_count(ours, hf_types) / words,
@@ -257,7 +278,15 @@ def report_markdown(result: dict) -> str:
         f"| the {result['documents_in_one_sequence']} documents that fit in one sequence of "
         f"{LONGEST} ({result['words_in_them']} words): in windows of {result['max_seq_length']} "
         f"against that one sequence (the same tag) | "
-        f"{100 * result['same_tag_as_one_sequence']:.2f}% |",
+        f"{100 * result['same_tag_as_one_sequence']:.2f}% |"]
+    if "differing_words_in_one_sequence" in result:
+        rows.append(
+            f"| in those documents, the {result['differing_words_in_one_sequence']} words whose "
+            f"tag in windows differs from their sentence's: the document in one sequence tags "
+            f"them as the windows do / as the sentence does | "
+            f"{100 * result['differing_whole_as_windows']:.1f}% / "
+            f"{100 * result['differing_whole_as_sentences']:.1f}% |")
+    rows += [
         f"| test entity F1: each sentence alone / each document whole | "
         f"{100 * result['test_f1_sentences']:.2f} / {100 * result['test_f1_documents']:.2f} |",
         f"| documents: this project against transformers' pipeline with `stride` (entity type) | "

@@ -325,6 +325,16 @@ def test_ner_document_context_summary_and_log_parsing():
     assert ner_document_context._TRAINING.findall(line) == [("14041", "1316")]
 
 
+def test_ner_long_documents_says_whether_the_context_or_the_windows_changed_a_tag():
+    from bench import ner_long_documents
+    sentences = [["B-PER", "O", "B-LOC", "O"], ["B-ORG"]]
+    windows = [["B-PER", "B-PER", "B-ORG", "O"], ["I-ORG"]]
+    whole = [["B-PER", "B-PER", "B-LOC", "B-MISC"], ["B-MISC"]]
+    # Three words differ: the whole document tags one as the windows, one as the sentence.
+    assert ner_long_documents.whole_document_sides(sentences, windows, whole) == (3, 1, 1)
+    assert ner_long_documents.whole_document_sides(sentences, sentences, whole) == (0, 0, 0)
+
+
 def test_ner_long_documents_reads_run_ner_predictions_by_document(tmp_path):
     from bench import ner_long_documents
     test_file = tmp_path / "test.txt"
