@@ -17,8 +17,11 @@ from training.optimizer import (EXCLUDE_FROM_WEIGHT_DECAY, AdamWeightDecay,
                                 BiasCorrectedAdamWeightDecay, Lamb, create_optimizer)
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
-# float32 round-off allowance: eager and tf.function match the original bit for bit, XLA may fuse.
+# float32 round-off allowance where XLA compiles the update (a real BERT's large variables, or the
+# whole step under jit_compile), which may contract a multiply and an add into one rounding. Plain
+# TensorFlow ops, eager or in a tf.function, match the original bit for bit.
 TOLERANCE = dict(rtol=1e-6, atol=1e-7)
+EXACT = dict(rtol=0, atol=0)
 
 
 def load_golden(fixtures_dir: pathlib.Path):
@@ -47,14 +50,14 @@ def golden_grads(arrays, names, step, scale=1.0):
     return [tf.constant(arrays[f"grad/{step}/{name}"] * np.float32(scale)) for name in names]
 
 
-def assert_matches_step(arrays, names, step, variables, slots):
+def assert_matches_step(arrays, names, step, variables, slots, tolerance=TOLERANCE):
     for name, variable in zip(names, variables):
         m, v = slots[name]
-        np.testing.assert_allclose(variable.numpy(), arrays[f"value/{step}/{name}"], **TOLERANCE,
+        np.testing.assert_allclose(variable.numpy(), arrays[f"value/{step}/{name}"], **tolerance,
                                    err_msg=f"value/{step}/{name}")
-        np.testing.assert_allclose(m.numpy(), arrays[f"adam_m/{step}/{name}"], **TOLERANCE,
+        np.testing.assert_allclose(m.numpy(), arrays[f"adam_m/{step}/{name}"], **tolerance,
                                    err_msg=f"adam_m/{step}/{name}")
-        np.testing.assert_allclose(v.numpy(), arrays[f"adam_v/{step}/{name}"], **TOLERANCE,
+        np.testing.assert_allclose(v.numpy(), arrays[f"adam_v/{step}/{name}"], **tolerance,
                                    err_msg=f"adam_v/{step}/{name}")
 
 
@@ -84,12 +87,13 @@ def test_reproduces_original_trajectory(fixtures_dir, mode, update_kernel):
 
     if mode != "eager":
         apply = tf.function(apply, jit_compile=(mode == "xla"))
+    tolerance = EXACT if update_kernel == "plain_ops" and mode != "xla" else TOLERANCE
     for step in range(len(meta["steps"])):
         # The update of step t uses the rate of step t (the fixture's `value/*` sequence).
         np.testing.assert_allclose(float(optimizer.learning_rate), arrays["learning_rate"][step],
                                    rtol=1e-7, atol=0, err_msg=f"learning rate of step {step}")
         apply(golden_grads(arrays, names, step))
-        assert_matches_step(arrays, names, step, variables, optimizer.moment_slots())
+        assert_matches_step(arrays, names, step, variables, optimizer.moment_slots(), tolerance)
 
 
 def test_learning_rate_of_next_step_reproduces_the_original_as_it_ran(fixtures_dir):

@@ -184,13 +184,14 @@ class MomentOptimizer(keras.optimizers.Optimizer):
 
 
 # A large variable's update is one XLA computation that overwrites the variable and its two slots
-# in place (XLA aliases each with its new value), a single pass over their memory. Written as
-# separate TensorFlow ops, an update leaves a dozen temporaries of the variable's size, which the
-# graph's executor keeps alive across variables, updating them side by side: at BERT-Base size
-# the update phase raised a training step's peak memory by 2.2 GB that way (bench/README.md,
-# "Training memory"). The arithmetic is the same, op for op. Small variables (biases, LayerNorm)
-# take the plain ops: their temporaries do not matter, and compiling each of their shapes would
-# cost more than it saves.
+# in place (XLA aliases each with its new value), in three loop fusions (m, v, then the variable)
+# and no temporary of the variable's size. Written as separate TensorFlow ops, an update leaves a
+# dozen such temporaries, which the graph's executor keeps alive across variables, updating them
+# side by side: at BERT-Base size the update phase raised a training step's peak memory by 2.2 GB
+# that way (bench/README.md, "Training memory"). The arithmetic is the same, op for op, but for
+# XLA contracting a multiply and an add into one rounding (float32 round-off). Small variables
+# (biases, LayerNorm) take the plain ops: their temporaries do not matter, and compiling each of
+# their shapes would cost more than it saves.
 _XLA_UPDATE_MIN_ELEMENTS = 1 << 16
 
 
