@@ -180,6 +180,11 @@ def define_training_flags():
     flags.DEFINE_float("adam_epsilon", 1e-6, "The optimizer's epsilon, added to sqrt(v) of the "
                        "second moment (1e-6: the original's and Model Garden's; PyTorch's AdamW "
                        "and transformers default to 1e-8).")
+    flags.DEFINE_enum("learning_rate_decay", "original", ["original", "from_peak"],
+                      "original: the rate falls linearly from --learning_rate at step 0 to 0 at "
+                      "the last step, warm-up replacing its start (the original's; warm-up ends "
+                      "at 1 - its fraction of the peak); from_peak: it falls from --learning_rate "
+                      "at the end of warm-up (transformers' linear schedule).")
     flags.DEFINE_integer("gradient_accumulation_steps", 1,
                          "Micro-batches per optimizer step; the batch size flags stay global.")
     flags.DEFINE_integer("seed", 12345, "Random seed of initialisation, dropout and shuffling.")
@@ -242,7 +247,8 @@ def create_optimizer_from_flags(learning_rate: float, num_train_steps: int,
     return create_optimizer(learning_rate, num_train_steps, num_warmup_steps,
                             optimizer_type=FLAGS.optimizer, epsilon=FLAGS.adam_epsilon,
                             use_loss_scale=needs_loss_scaling(FLAGS.dtype),
-                            learning_rate_step_offset=int(FLAGS.learning_rate_of_next_step))
+                            learning_rate_step_offset=int(FLAGS.learning_rate_of_next_step),
+                            decay_from_peak=FLAGS.learning_rate_decay == "from_peak")
 
 
 def fine_tuning_optimizer(num_train_steps: int,

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests import hf_reference
 from training.schedule import WarmupLinearDecay
 
 
@@ -74,7 +75,10 @@ def test_drives_a_keras_optimizer_and_round_trips():
     restored = keras.optimizers.schedules.deserialize(config)
     assert isinstance(restored, WarmupLinearDecay)
     assert restored.get_config() == {"init_lr": 1e-3, "num_train_steps": 10, "num_warmup_steps": 2,
-                                     "step_offset": 1}
+                                     "step_offset": 1, "decay_from_peak": False}
+    from_peak = keras.optimizers.schedules.deserialize(keras.optimizers.schedules.serialize(
+        WarmupLinearDecay(1e-3, 10, 2, decay_from_peak=True)))
+    assert from_peak.decay_from_peak and float(from_peak(6)) == pytest.approx(5e-4, rel=1e-6)
     # Iteration 0 takes the rate of step 1 (warm-up: 1e-3 * 1 / 2).
     assert float(restored(0)) == pytest.approx(5e-4, rel=1e-6)
     restored = WarmupLinearDecay(1e-3, 10, 2)
@@ -91,3 +95,39 @@ def test_drives_a_keras_optimizer_and_round_trips():
 def test_bad_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):
         WarmupLinearDecay(**kwargs)
+
+
+def test_decay_from_peak_hand_computed_values():
+    schedule = WarmupLinearDecay(1e-3, num_train_steps=10, num_warmup_steps=4,
+                                 decay_from_peak=True)
+    rates = [float(schedule(step)) for step in [0, 1, 3, 4, 5, 7, 10, 11, 1000]]
+    # Warm-up to step 3, then from the peak at step 4 down to 0 at step 10.
+    assert rates == pytest.approx([0.0, 2.5e-4, 7.5e-4, 1e-3, 1e-3 * 5 / 6, 5e-4, 0.0, 0.0, 0.0],
+                                  rel=1e-6, abs=0)
+    # Without warm-up it is the original's decay; warm-up to the last step leaves no decay.
+    no_warmup = WarmupLinearDecay(1e-3, 4, decay_from_peak=True)
+    assert [float(no_warmup(s)) for s in range(6)] == [
+        float(WarmupLinearDecay(1e-3, 4)(s)) for s in range(6)]
+    all_warmup = WarmupLinearDecay(1e-3, 4, 4, decay_from_peak=True)
+    assert [float(all_warmup(s)) for s in range(6)] == pytest.approx(
+        [0.0, 2.5e-4, 5e-4, 7.5e-4, 0.0, 0.0], rel=1e-6, abs=0)
+
+
+@pytest.mark.parametrize("num_train_steps,num_warmup_steps", [(198, 19), (1000, 100), (7, 0),
+                                                              (33, 7)])
+def test_decay_from_peak_matches_transformers_linear_schedule(num_train_steps, num_warmup_steps):
+    torch = hf_reference.require("torch")
+    transformers = hf_reference.require("transformers")
+    init_lr = 2e-5
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=init_lr)
+    scheduler = transformers.get_linear_schedule_with_warmup(optimizer, num_warmup_steps,
+                                                             num_train_steps)
+    expected = []
+    for _ in range(num_train_steps + 3):  # the rate of each update, then a step of the schedule
+        expected.append(scheduler.get_last_lr()[0])
+        optimizer.step()
+        scheduler.step()
+    schedule = WarmupLinearDecay(init_lr, num_train_steps, num_warmup_steps,
+                                 decay_from_peak=True)
+    rates = schedule(tf.range(num_train_steps + 3, dtype=tf.int64)).numpy()
+    np.testing.assert_allclose(rates, expected, rtol=1e-6, atol=init_lr * 2.0 ** -24)

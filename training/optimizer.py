@@ -183,7 +183,8 @@ def create_optimizer(init_lr: float, num_train_steps: int, num_warmup_steps: int
                      epsilon: float = 1e-6, clip_norm: float | None = 1.0,
                      exclude_from_weight_decay: Sequence[str] = EXCLUDE_FROM_WEIGHT_DECAY,
                      use_loss_scale: bool = False,
-                     learning_rate_step_offset: int = 0) -> keras.optimizers.Optimizer:
+                     learning_rate_step_offset: int = 0,
+                     decay_from_peak: bool = False) -> keras.optimizers.Optimizer:
     """The original `optimization.create_optimizer`: schedule plus optimizer.
 
     Args:
@@ -200,6 +201,8 @@ def create_optimizer(init_lr: float, num_train_steps: int, num_warmup_steps: int
         use_loss_scale: Wrap in a dynamic `keras.optimizers.LossScaleOptimizer` (float16).
         learning_rate_step_offset: 1 to give update t the rate of step t + 1, as the original's
             runs did (`WarmupLinearDecay`'s `step_offset`).
+        decay_from_peak: Decay from `init_lr` at the end of warm-up (transformers' linear
+            schedule) instead of from step 0 (the original's).
 
     Returns:
         The optimizer, wrapped for loss scaling when `use_loss_scale`.
@@ -207,7 +210,7 @@ def create_optimizer(init_lr: float, num_train_steps: int, num_warmup_steps: int
     if optimizer_type not in OPTIMIZER_TYPES:
         raise ValueError(f"optimizer_type={optimizer_type!r} is not one of {OPTIMIZER_TYPES}")
     schedule = WarmupLinearDecay(init_lr, num_train_steps, num_warmup_steps,
-                                 learning_rate_step_offset)
+                                 learning_rate_step_offset, decay_from_peak)
     optimizer = _OPTIMIZER_CLASSES[optimizer_type](
         learning_rate=schedule, weight_decay_rate=weight_decay_rate, epsilon=epsilon,
         clip_norm=clip_norm,

@@ -6,6 +6,10 @@ Linear decay from `init_lr` at step 0 to 0 at `num_train_steps` (the original's
 the warm-up: at the end of warm-up the rate is `init_lr * (1 - num_warmup_steps / num_train_steps)`,
 not `init_lr`, exactly as in the original.
 
+With `decay_from_peak`, the decay starts at the end of warm-up instead, from `init_lr` to 0 at
+`num_train_steps`, as transformers' `get_linear_schedule_with_warmup`: 1 / (1 - warm-up fraction)
+times the original's rate after warm-up (1.11x with the usual 10%), the same rates during it.
+
 The arithmetic follows the original's graph as TensorFlow runs it: its constant folding turns
 `step / num_train_steps` into `step * float32(1 / num_train_steps)` and
 `init_lr * (step / num_warmup_steps)` into `step * float32(init_lr * float32(1 / warmup))`,
@@ -30,10 +34,12 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
         step_offset: Added to the step: 1 gives update t the rate of step t + 1, as the original
             code's runs on CPU did (its step increment and its update are not ordered; the
             fixture `optimizer/as_run`). 0, the default, follows the schedule as written.
+        decay_from_peak: Start the decay at the end of warm-up, from `init_lr` (transformers'
+            linear schedule); False, the default, is the original's decay from step 0.
     """
 
     def __init__(self, init_lr: float, num_train_steps: int, num_warmup_steps: int = 0,
-                 step_offset: int = 0):
+                 step_offset: int = 0, decay_from_peak: bool = False):
         if init_lr < 0:
             raise ValueError(f"init_lr must be >= 0, got init_lr={init_lr}")
         if num_train_steps <= 0:
@@ -46,6 +52,7 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
         self.num_train_steps = int(num_train_steps)
         self.num_warmup_steps = int(num_warmup_steps)
         self.step_offset = int(step_offset)
+        self.decay_from_peak = bool(decay_from_peak)
 
     def __call__(self, step: tf.Tensor) -> tf.Tensor:
         """The learning rate for the update of global step `step` (0 for the first update).
@@ -60,10 +67,17 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
         init_lr = np.float32(self.init_lr)
         step = tf.cast(step, tf.float32) + np.float32(self.step_offset)
         decay_steps = np.float32(self.num_train_steps)
-        # polynomial_decay, power 1, end 0: init_lr * (1 - min(step, decay_steps) / decay_steps).
-        decay_fraction = tf.minimum(step, decay_steps) * (np.float32(1.0) / decay_steps)
-        # XLA may fuse `1 - fraction` into one rounding, below 0 once step >= decay_steps.
-        learning_rate = tf.maximum(1.0 - decay_fraction, 0.0) * init_lr
+        if self.decay_from_peak:
+            # init_lr * (decay_steps - step) / (decay_steps - warm-up) after warm-up, as
+            # transformers computes it (in float32 here), 0 from decay_steps on.
+            left = (decay_steps - tf.minimum(step, decay_steps)) * (
+                np.float32(1.0) / max(decay_steps - np.float32(self.num_warmup_steps), 1.0))
+        else:
+            # polynomial_decay, power 1, end 0: init_lr * (1 - min(step, decay_steps) / decay_steps).
+            decay_fraction = tf.minimum(step, decay_steps) * (np.float32(1.0) / decay_steps)
+            # XLA may fuse `1 - fraction` into one rounding, below 0 once step >= decay_steps.
+            left = tf.maximum(1.0 - decay_fraction, 0.0)
+        learning_rate = left * init_lr
         if not self.num_warmup_steps:
             return learning_rate
         warmup_steps = np.float32(self.num_warmup_steps)
@@ -76,4 +90,5 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
             "num_train_steps": self.num_train_steps,
             "num_warmup_steps": self.num_warmup_steps,
             "step_offset": self.step_offset,
+            "decay_from_peak": self.decay_from_peak,
         }
