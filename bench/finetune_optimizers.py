@@ -8,7 +8,7 @@ change:
 - this project: `select_fine_tuning.py` runs the grid (learning rates 5e-5 and 2e-5, seeds 1-5)
   once per `--optimizer`: `adamw` (the original's AdamWeightDecay, no bias correction, the
   default) and `adamw_bias_corrected`, and once more with `adamw_bias_corrected` at PyTorch's
-  epsilon (`--adam_epsilon=1e-8`, against the original's 1e-6), and at that epsilon with
+  epsilon (`--adam_epsilon=1e-8`, against the original's 1e-6), and at either epsilon with
   transformers' schedule (`--learning_rate_decay=from_peak`: the decay starts at the peak, at the
   end of warm-up, instead of at step 0);
 - transformers: `bench/hf_finetune.py` (PyTorch's AdamW, bias-corrected) at the same rates and
@@ -54,19 +54,24 @@ OURS = {"adamw_bias_corrected": ("adamw_bias_corrected", ()),
         "adamw_bias_corrected_epsilon_1e-8": ("adamw_bias_corrected", ("--adam_epsilon=1e-8",)),
         "adamw_bias_corrected_epsilon_1e-8_from_peak": (
             "adamw_bias_corrected", ("--adam_epsilon=1e-8", "--learning_rate_decay=from_peak")),
+        "adamw_bias_corrected_from_peak": ("adamw_bias_corrected",
+                                           ("--learning_rate_decay=from_peak",)),
         "adamw": ("adamw", ())}
 BIAS_CORRECTED = ("adamw_bias_corrected", "adamw_bias_corrected_epsilon_1e-8",
-                  "adamw_bias_corrected_epsilon_1e-8_from_peak")
+                  "adamw_bias_corrected_from_peak", "adamw_bias_corrected_epsilon_1e-8_from_peak")
 SIDES = (*BIAS_CORRECTED, "transformers", "adamw")  # the table's rows
 # Running order: the new optimizer and the lower rate, which no earlier benchmark measured, first.
 STEPS = (("adamw_bias_corrected", LEARNING_RATES), ("transformers", ("2e-5",)),
          ("adamw", LEARNING_RATES), ("transformers", ("5e-5",)),
          ("adamw_bias_corrected_epsilon_1e-8", LEARNING_RATES),
-         ("adamw_bias_corrected_epsilon_1e-8_from_peak", LEARNING_RATES))
+         ("adamw_bias_corrected_epsilon_1e-8_from_peak", LEARNING_RATES),
+         ("adamw_bias_corrected_from_peak", LEARNING_RATES))
 SIDE_NAMES = {"adamw": "this project, `--optimizer=adamw` (original, no bias correction)",
               "adamw_bias_corrected": "this project, `--optimizer=adamw_bias_corrected`",
               "adamw_bias_corrected_epsilon_1e-8": "this project, "
               "`--optimizer=adamw_bias_corrected --adam_epsilon=1e-8`",
+              "adamw_bias_corrected_from_peak": "this project, "
+              "`--optimizer=adamw_bias_corrected --learning_rate_decay=from_peak`",
               "adamw_bias_corrected_epsilon_1e-8_from_peak": "this project, "
               "`--optimizer=adamw_bias_corrected --adam_epsilon=1e-8 "
               "--learning_rate_decay=from_peak`",

@@ -393,6 +393,25 @@ def test_learns_sst2_predicts_it_and_keeps_the_best_epoch(tiny_model, tmp_path):
     assert _eval_results(reloaded / "eval_results.txt") == pytest.approx(best, abs=1e-6)
 
 
+@pytest.mark.parametrize("decay,after_warmup", [
+    ("original", lambda t: 1e-3 * (1 - t / 16)),
+    ("from_peak", lambda t: 1e-3 * (16 - t) / 12)])
+def test_learning_rate_decay_flag_sets_the_schedule(tiny_model, tmp_path, decay, after_warmup):
+    """16 steps, 4 of warm-up: the original's decay runs from step 0, from_peak's from the end
+    of warm-up (train_log.jsonl: after update t, the rate of update t + 1)."""
+    data_dir = tmp_path / "sst2"
+    data_dir.mkdir()
+    (data_dir / "train.tsv").write_text(corpus.sst2_tsv(64, seed=11))
+    output_dir = tmp_path / "out"
+    _check_ok(_run("--do_train", f"--learning_rate_decay={decay}", "--warmup_proportion=0.25",
+                   task_name="sst2", data_dir=data_dir, output_dir=output_dir, **tiny_model,
+                   **{**_TRAIN_FLAGS, "train_batch_size": 8, "num_train_epochs": 2}))
+    rates = [json.loads(line)["learning_rate"]
+             for line in (output_dir / "train_log.jsonl").read_text().splitlines()]
+    expected = [1e-3 * t / 4 if t < 4 else after_warmup(t) for t in range(1, 17)]
+    assert rates == pytest.approx(expected, rel=1e-6, abs=1e-12)
+
+
 def _wait_for_step(output_dir: pathlib.Path, step: int, process: subprocess.Popen) -> None:
     log = output_dir / "train_log.jsonl"
     deadline = time.monotonic() + 300
