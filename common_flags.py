@@ -182,9 +182,9 @@ def define_training_flags():
                        "and transformers default to 1e-8).")
     flags.DEFINE_enum("learning_rate_decay", "original", ["original", "from_peak"],
                       "original: the rate falls linearly from --learning_rate at step 0 to 0 at "
-                      "the last step, warm-up replacing its start (the original's; warm-up ends "
-                      "at 1 - its fraction of the peak); from_peak: it falls from --learning_rate "
-                      "at the end of warm-up (transformers' linear schedule).")
+                      "the last step, warm-up replacing its start, so that warm-up ends below "
+                      "the peak (the original's); from_peak: it falls from --learning_rate at "
+                      "the end of warm-up (transformers' linear schedule).")
     flags.DEFINE_integer("gradient_accumulation_steps", 1,
                          "Micro-batches per optimizer step; the batch size flags stay global.")
     flags.DEFINE_integer("seed", 12345, "Random seed of initialisation, dropout and shuffling.")
