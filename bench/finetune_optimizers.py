@@ -52,13 +52,13 @@ SEEDS = (1, 2, 3, 4, 5)
 # This project's sides: --optimizer and the flags after it.
 OURS = {"adamw_bias_corrected": ("adamw_bias_corrected", ()),
         "adamw_bias_corrected_epsilon_1e-8": ("adamw_bias_corrected", ("--adam_epsilon=1e-8",)),
-        "adamw_bias_corrected_epsilon_1e-8_from_peak": (
-            "adamw_bias_corrected", ("--adam_epsilon=1e-8", "--learning_rate_decay=from_peak")),
         "adamw_bias_corrected_from_peak": ("adamw_bias_corrected",
                                            ("--learning_rate_decay=from_peak",)),
+        "adamw_bias_corrected_epsilon_1e-8_from_peak": (
+            "adamw_bias_corrected", ("--adam_epsilon=1e-8", "--learning_rate_decay=from_peak")),
         "adamw": ("adamw", ())}
-BIAS_CORRECTED = ("adamw_bias_corrected", "adamw_bias_corrected_epsilon_1e-8",
-                  "adamw_bias_corrected_from_peak", "adamw_bias_corrected_epsilon_1e-8_from_peak")
+BIAS_CORRECTED = tuple(side for side, (optimizer, _) in OURS.items()
+                       if optimizer == "adamw_bias_corrected")
 SIDES = (*BIAS_CORRECTED, "transformers", "adamw")  # the table's rows
 # Running order: the new optimizer and the lower rate, which no earlier benchmark measured, first.
 STEPS = (("adamw_bias_corrected", LEARNING_RATES), ("transformers", ("2e-5",)),
@@ -66,15 +66,15 @@ STEPS = (("adamw_bias_corrected", LEARNING_RATES), ("transformers", ("2e-5",)),
          ("adamw_bias_corrected_epsilon_1e-8", LEARNING_RATES),
          ("adamw_bias_corrected_epsilon_1e-8_from_peak", LEARNING_RATES),
          ("adamw_bias_corrected_from_peak", LEARNING_RATES))
-SIDE_NAMES = {"adamw": "this project, `--optimizer=adamw` (original, no bias correction)",
-              "adamw_bias_corrected": "this project, `--optimizer=adamw_bias_corrected`",
-              "adamw_bias_corrected_epsilon_1e-8": "this project, "
-              "`--optimizer=adamw_bias_corrected --adam_epsilon=1e-8`",
-              "adamw_bias_corrected_from_peak": "this project, "
-              "`--optimizer=adamw_bias_corrected --learning_rate_decay=from_peak`",
-              "adamw_bias_corrected_epsilon_1e-8_from_peak": "this project, "
-              "`--optimizer=adamw_bias_corrected --adam_epsilon=1e-8 "
-              "--learning_rate_decay=from_peak`",
+
+
+def _side_name(optimizer: str, flags: tuple[str, ...]) -> str:
+    """A side of this project as the report names it: its command-line flags."""
+    name = f"this project, `{' '.join((f'--optimizer={optimizer}', *flags))}`"
+    return name + (" (original, no bias correction)" if optimizer == "adamw" else "")
+
+
+SIDE_NAMES = {**{side: _side_name(*OURS[side]) for side in OURS},
               "transformers": "transformers, PyTorch's AdamW (epsilon 1e-8)"}
 TOLERANCE = 0.01  # of accuracy: the bias-corrected mean within 1 point of transformers'
 
