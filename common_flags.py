@@ -122,7 +122,7 @@ def define_batching_flags(group_by_length: bool) -> None:
                           "length in groups of 50 batches. This changes which examples share a "
                           "batch, and so the training run, though not which examples each "
                           "epoch sees. It saves little time where padding is not computed "
-                          "(CPUs, GPUs without XLA), and with the original's optimizer it makes "
+                          "(CPUs, GPUs without XLA), and with the original's optimizer it can make "
                           "short runs erratic: take --optimizer=adamw_bias_corrected with it "
                           "(docs/fine-tuning.md).")
 
