@@ -26,6 +26,9 @@ runs are kept in `optimizer_results.json`. Accuracy runs may share the machine w
     python -m bench.finetune_optimizers --report_only
     python -m bench.finetune_optimizers --epochs=3 --sides=adamw_bias_corrected,transformers
         # the paper's 3 epochs: optimizer_results_3_epochs.{md,json}, runs in their own folders
+    python -m bench.finetune_optimizers --epochs=3 --learning_rates=2e-5 --seeds=6,7,8,9,10 \
+        --sides=adamw_bias_corrected_epsilon_1e-8_from_peak,transformers
+        # more seeds, added to those the report already holds
 """
 from __future__ import annotations
 
@@ -124,29 +127,37 @@ def summarize(accuracies: dict[str, dict[str, dict[str, float]]], majority: floa
                     "within_1_point": ours["mean"] >= theirs["mean"] - TOLERANCE,
                     "no_seed_below_majority": ours["below_majority"] == 0}
     return {"summary": summary, "checks": checks, "chosen": {
-        side: best_run(rates, LEARNING_RATES, SEEDS) for side, rates in accuracies.items()
-        if rates}}
+        side: best_run(rates, LEARNING_RATES, seeds_of({side: rates}))
+        for side, rates in accuracies.items() if rates}}
+
+
+def seeds_of(accuracies: dict[str, dict[str, dict[str, float]]]) -> list[int]:
+    """Every seed that some side ran at some rate, in order."""
+    return sorted({int(seed) for rates in accuracies.values() for seeds in rates.values()
+                   for seed in seeds})
 
 
 def report_markdown(results: dict) -> str:
     """The Markdown report of optimizer_results.json."""
     majority = results["majority_class_accuracy"]
     epochs = results.get("epochs", TASK.num_epochs)
+    all_seeds = seeds_of(results["accuracy"])
     lines = ["# RTE with and without Adam's bias correction", "",
              "all-MiniLM-L6-v2, RTE re-split train / official dev (277 examples; one answer is "
              f"0.36 points), max_seq_length {TASK.max_seq_length}, batch "
              f"{finetune.TRAIN_BATCH_SIZE}, {epochs} epochs. Dev accuracy in points, "
              f"mean ± sample sd over seeds; the majority class scores {100 * majority:.1f}.", "",
-             "| optimizer | learning rate | " + " | ".join(f"seed {s}" for s in SEEDS)
+             "| optimizer | learning rate | " + " | ".join(f"seed {s}" for s in all_seeds)
              + " | mean ± sd | seeds below majority |",
-             "|---|---|" + "---|" * len(SEEDS) + "---|---|"]
+             "|---|---|" + "---|" * len(all_seeds) + "---|---|"]
     for side in SIDES:
         for rate in map(rate_name, LEARNING_RATES):
             seeds = results["accuracy"].get(side, {}).get(rate)
             if not seeds:
                 continue
             row = results["summary"][side][rate]
-            cells = [f"{100 * seeds[str(s)]:.1f}" if str(s) in seeds else "" for s in SEEDS]
+            cells = [f"{100 * seeds[str(s)]:.1f}" if str(s) in seeds else ""
+                     for s in all_seeds]
             lines.append(f"| {SIDE_NAMES[side]} | {rate} | " + " | ".join(cells)
                          + f" | {100 * row['mean']:.1f} ± {100 * row['sd']:.1f} | "
                          f"{row['below_majority']} |")
@@ -191,6 +202,11 @@ def main() -> None:
                         help="Training epochs of every run (the fine-tuning benchmark's "
                         f"{TASK.num_epochs}; the paper's GLUE runs take 3). Other than "
                         f"{TASK.num_epochs}, the runs and the report are named by it.")
+    parser.add_argument("--learning_rates", default=",".join(LEARNING_RATES),
+                        help=f"Comma-separated rates to run, of {', '.join(LEARNING_RATES)}.")
+    parser.add_argument("--seeds", default=",".join(map(str, SEEDS)),
+                        help="Comma-separated seeds to run; their results join those the "
+                        "report already holds.")
     args = parser.parse_args()
     sides = args.sides.split(",")
     unknown = sorted(set(sides) - set(SIDES))
@@ -198,6 +214,14 @@ def main() -> None:
         parser.error(f"--sides: unknown {', '.join(unknown)}; valid: {', '.join(SIDES)}")
     if args.epochs < 1:
         parser.error(f"--epochs must be at least 1, got {args.epochs}")
+    rates = args.learning_rates.split(",")
+    if not rates or set(rates) - set(LEARNING_RATES):
+        parser.error(f"--learning_rates: {args.learning_rates!r}; valid: "
+                     f"{', '.join(LEARNING_RATES)}")
+    try:
+        seeds = [int(seed) for seed in args.seeds.split(",")]
+    except ValueError:
+        parser.error(f"--seeds: {args.seeds!r} is not a comma-separated list of integers")
     task = dataclasses.replace(TASK, num_epochs=args.epochs)
     default_epochs = args.epochs == TASK.num_epochs
     name = "optimizer_results" if default_epochs else f"optimizer_results_{args.epochs}_epochs"
@@ -225,22 +249,25 @@ def main() -> None:
 
     if not args.report_only:
         bert = finetune.bert_dir(args.work_dir, finetune.hf_model_dir())
-        for side, rates in STEPS:
-            if side not in sides:
+        for side, step_rates in STEPS:
+            step_rates = [rate for rate in step_rates if rate in rates]
+            if side not in sides or not step_rates:
                 continue
             if side in OURS:
                 optimizer, flags = OURS[side]
                 finetune.log(f"{SIDE_NAMES[side]}: select_fine_tuning.py over "
-                             f"{len(LEARNING_RATES) * len(SEEDS)} runs")
-                selection = run_selection(task, LEARNING_RATES, SEEDS, optimizer, bert,
+                             f"{len(step_rates) * len(seeds)} runs")
+                selection = run_selection(task, step_rates, seeds, optimizer, bert,
                                           data[TASK.name],
                                           os.path.join(runs_dir, f"select_{side}"), flags)
-                results["accuracy"][side] = metric_table(selection, "eval_accuracy")
+                table = results["accuracy"].setdefault(side, {})
+                for rate, by_seed in metric_table(selection, "eval_accuracy").items():
+                    table.setdefault(rate, {}).update(by_seed)
                 machines[side] = machine_description()
                 save()
             else:
                 machines.setdefault(side, machine_description())
-                run_transformers_grid(task, rates, SEEDS, "eval_accuracy", data, runs_dir,
+                run_transformers_grid(task, step_rates, seeds, "eval_accuracy", data, runs_dir,
                                       results["accuracy"].setdefault(side, {}), save)
     save()
     finetune.log(f"report: {os.path.join(args.output_dir, f'{name}.md')}")

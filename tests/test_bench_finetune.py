@@ -327,6 +327,23 @@ def test_optimizer_benchmark_report_names_its_epochs():
     assert "mean -3.0 points; within 1 point: no" in report  # 0.53 against 0.56
 
 
+def test_optimizer_benchmark_report_has_a_column_for_every_seed_any_side_ran():
+    from bench import finetune_optimizers
+    # More seeds for one side at one rate: the others' rows leave those cells empty.
+    accuracy = {"adamw_bias_corrected": {"2e-5": {"1": 0.56, "2": 0.50, "7": 0.60}},
+                "transformers": {"2e-5": {"1": 0.57, "2": 0.55}}}
+    assert finetune_optimizers.seeds_of(accuracy) == [1, 2, 7]
+    found = finetune_optimizers.summarize(accuracy, majority=146 / 277)
+    assert found["chosen"]["adamw_bias_corrected"] == {"learning_rate": "2e-5", "seed": 7,
+                                                       "value": 0.60}
+    report = finetune_optimizers.report_markdown(
+        {"accuracy": accuracy, "majority_class_accuracy": 146 / 277, "machines": {},
+         "epochs": 3, **found})
+    assert "| seed 1 | seed 2 | seed 7 | mean ± sd |" in report
+    assert "| 2e-5 | 56.0 | 50.0 | 60.0 | 55.3 ± 5.0 | 1 |" in report
+    assert "| 2e-5 | 57.0 | 55.0 |  | 56.0 ± 1.4 | 0 |" in report
+
+
 def test_ner_document_context_summary_and_log_parsing():
     from bench import ner_document_context
     runs = {"sentence": {"1": {"dev_f1": 0.90, "test_f1": 0.86},
