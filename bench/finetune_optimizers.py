@@ -116,16 +116,19 @@ def summarize(accuracies: dict[str, dict[str, dict[str, float]]], majority: floa
                 "min": min(values),
                 # The scripts write accuracies as float32: equal to the majority is not below it.
                 "below_majority": sum(v < majority - 1e-6 for v in values)}
+    # Each side against transformers over the seeds both ran.
     checks: dict = {}
     for side in BIAS_CORRECTED:
         for rate in map(rate_name, LEARNING_RATES):
-            ours = summary.get(side, {}).get(rate)
-            theirs = summary.get("transformers", {}).get(rate)
-            if ours and theirs:
+            ours = accuracies.get(side, {}).get(rate, {})
+            theirs = accuracies.get("transformers", {}).get(rate, {})
+            common = [seed for seed in ours if seed in theirs]
+            if common:
+                gap = statistics.mean(ours[s] - theirs[s] for s in common)
                 checks.setdefault(side, {})[rate] = {
-                    "mean_gap": ours["mean"] - theirs["mean"],
-                    "within_1_point": ours["mean"] >= theirs["mean"] - TOLERANCE,
-                    "no_seed_below_majority": ours["below_majority"] == 0}
+                    "seeds": len(common), "mean_gap": gap,
+                    "within_1_point": gap >= -TOLERANCE,
+                    "no_seed_below_majority": summary[side][rate]["below_majority"] == 0}
     return {"summary": summary, "checks": checks, "chosen": {
         side: best_run(rates, LEARNING_RATES, seeds_of({side: rates}))
         for side, rates in accuracies.items() if rates}}
@@ -164,12 +167,13 @@ def report_markdown(results: dict) -> str:
     if epochs == TASK.num_epochs:
         lines += ["", "transformers at 5e-5: the fine-tuning benchmark's RTE runs "
                   "(`finetune_results.json`, the same command) where it has them."]
-    lines += ["", "Bias-corrected optimizer against transformers (mean within 1 point, no seed "
-              "below the majority class):", ""]
+    lines += ["", "Bias-corrected optimizer against transformers (mean within 1 point over the "
+              "seeds both ran, no seed below the majority class):", ""]
     for side, checks in results["checks"].items():
         for rate, check in checks.items():
             lines.append(f"- {SIDE_NAMES[side]}, {rate}: mean {100 * check['mean_gap']:+.1f} "
-                         f"points; within 1 point: {'yes' if check['within_1_point'] else 'no'}; "
+                         f"points over the {check['seeds']} seeds both ran; within 1 point: "
+                         f"{'yes' if check['within_1_point'] else 'no'}; "
                          "no seed below the majority class: "
                          f"{'yes' if check['no_seed_below_majority'] else 'no'}")
     lines += ["", "The paper's selection over this grid (the best dev run of all, the rule "
