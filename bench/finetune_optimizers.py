@@ -219,7 +219,7 @@ def main() -> None:
     if args.epochs < 1:
         parser.error(f"--epochs must be at least 1, got {args.epochs}")
     rates = args.learning_rates.split(",")
-    if not rates or set(rates) - set(LEARNING_RATES):
+    if set(rates) - set(LEARNING_RATES):
         parser.error(f"--learning_rates: {args.learning_rates!r}; valid: "
                      f"{', '.join(LEARNING_RATES)}")
     try:
