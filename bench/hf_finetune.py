@@ -75,16 +75,19 @@ def _ner_encodings(tokenizer, data: conll.ConllData, labels: list[str], max_seq_
     return {**tensors, "labels": torch.tensor(label_rows)}, positions
 
 
-def _optimizer(model, args, num_training_steps: int):
+def adamw_and_schedule(model, learning_rate: float, warmup_proportion: float,
+                       num_training_steps: int):
+    """PyTorch's AdamW (weight decay 0.01, not on biases and LayerNorm) and transformers' linear
+    schedule with warm-up over `warmup_proportion` of the steps."""
     no_decay = ("bias", "LayerNorm.weight")
     groups = [
         {"params": [p for n, p in model.named_parameters() if not any(k in n for k in no_decay)],
          "weight_decay": 0.01},
         {"params": [p for n, p in model.named_parameters() if any(k in n for k in no_decay)],
          "weight_decay": 0.0}]
-    optimizer = torch.optim.AdamW(groups, lr=args.learning_rate)
+    optimizer = torch.optim.AdamW(groups, lr=learning_rate)
     scheduler = transformers.get_linear_schedule_with_warmup(
-        optimizer, int(args.warmup_proportion * num_training_steps), num_training_steps)
+        optimizer, int(warmup_proportion * num_training_steps), num_training_steps)
     return optimizer, scheduler
 
 
@@ -100,12 +103,34 @@ def _batch(inputs: dict[str, torch.Tensor], index, padding: str) -> dict[str, to
             for k, v in batch.items()}
 
 
+def torch_inputs(arrays: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
+    """The project's feature arrays (`input_ids`, `input_mask`, `segment_ids`, `label_ids` if
+    there) as transformers' int64 model inputs."""
+    names = {"input_ids": "input_ids", "input_mask": "attention_mask",
+             "segment_ids": "token_type_ids", "label_ids": "labels"}
+    return {name: torch.from_numpy(arrays[key]).long() for key, name in names.items()
+            if key in arrays}
+
+
+def train_step(model, batch: dict[str, torch.Tensor], optimizer, scheduler) -> float:
+    """One step of the examples' loop: loss, backward, clipping at 1.0, the update, the next
+    rate. Returns the batch's loss."""
+    loss = model(**batch).loss
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad()
+    return loss.item()
+
+
 def _train(model, train: dict[str, torch.Tensor], args) -> float:
     """Fine-tunes in place; returns the training loop's seconds."""
     num_examples = len(train["labels"])
     generator = torch.Generator().manual_seed(args.seed)
     batches_per_epoch = -(-num_examples // args.train_batch_size)
-    optimizer, scheduler = _optimizer(model, args, batches_per_epoch * args.num_train_epochs)
+    optimizer, scheduler = adamw_and_schedule(model, args.learning_rate, args.warmup_proportion,
+                                              batches_per_epoch * args.num_train_epochs)
     lengths = train["attention_mask"].sum(1).tolist()
     model.train()
     start = time.perf_counter()
@@ -118,13 +143,8 @@ def _train(model, train: dict[str, torch.Tensor], args) -> float:
         losses = []
         for first in range(0, num_examples, args.train_batch_size):
             index = order[first:first + args.train_batch_size]
-            loss = model(**_batch(train, index, args.padding)).loss
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad()
-            losses.append(loss.item())
+            losses.append(train_step(model, _batch(train, index, args.padding), optimizer,
+                                     scheduler))
         print(f"epoch {epoch + 1}/{args.num_train_epochs}: mean loss {np.mean(losses):.4f}, "
               f"{time.perf_counter() - start:.1f} s", flush=True)
     return time.perf_counter() - start

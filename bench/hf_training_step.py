@@ -11,7 +11,6 @@ the project's keys) -> {"wall_s", "cpu_s"}; ("stop",). Errors come back as {"err
 """
 from __future__ import annotations
 
-import argparse
 import multiprocessing
 import time
 import traceback
@@ -20,7 +19,7 @@ import traceback
 def _serve(connection) -> None:
     import torch
     import transformers
-    from bench.hf_finetune import _optimizer
+    from bench.hf_finetune import adamw_and_schedule, torch_inputs, train_step
     model = optimizer = scheduler = None
     while True:
         message = connection.recv()
@@ -38,23 +37,12 @@ def _serve(connection) -> None:
                 torch.manual_seed(0)
                 model = transformers.BertForSequenceClassification(config)
                 model.train()
-                optimizer, scheduler = _optimizer(
-                    model, argparse.Namespace(learning_rate=5e-5, warmup_proportion=0.1), 1000)
+                optimizer, scheduler = adamw_and_schedule(model, 5e-5, 0.1, 1000)
                 reply = {}
             elif message[0] == "step":
-                batch = {"input_ids": message[1]["input_ids"],
-                         "attention_mask": message[1]["input_mask"],
-                         "token_type_ids": message[1]["segment_ids"],
-                         "labels": message[1]["label_ids"]}
-                batch = {k: torch.from_numpy(v).long() for k, v in batch.items()}
+                batch = torch_inputs(message[1])
                 cpu, start = time.process_time(), time.perf_counter()
-                loss = model(**batch).loss
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                optimizer.step()
-                scheduler.step()
-                optimizer.zero_grad()
-                loss.item()
+                train_step(model, batch, optimizer, scheduler)
                 reply = {"wall_s": time.perf_counter() - start,
                          "cpu_s": time.process_time() - cpu}
             else:
