@@ -43,6 +43,7 @@ def _train_arrays(rng):
             "label_ids": (ids[:, 1] > 50).astype(np.int32)}
 
 
+@pytest.mark.slow
 def test_training_steps_are_transformers_steps_once_epsilon_sits_where_pytorch_puts_it(
         tiny_hf_classifier, tmp_path):
     """Two epochs of batches padded to different lengths, two steps of warm-up, a rate at which
