@@ -227,7 +227,8 @@ def main() -> None:
     num_steps = int(num_examples / TRAIN_BATCH_SIZE * args.epochs)
     rows = batch_rows(num_examples, TRAIN_BATCH_SIZE, num_steps, args.seed)
     rng = np.random.default_rng(args.seed)
-    hidden = json.load(open(os.path.join(hf_dir, "config.json"), encoding="utf-8"))["hidden_size"]
+    with open(os.path.join(hf_dir, "config.json"), encoding="utf-8") as f:
+        hidden = json.load(f)["hidden_size"]
     head = (rng.normal(0.0, 0.02, (task.num_labels, hidden)).astype(np.float32),
             np.zeros(task.num_labels, np.float32))
 
