@@ -65,6 +65,7 @@ def train_ours(hf_dir: str, task, head: tuple[np.ndarray, np.ndarray],
     from training.batching import ArrayExamples
     from training.fine_tuning import warmup_steps
     from training.optimizer import create_optimizer
+    from training.step_log import STEP_LOG_FILE
     from training.trainer import Trainer, TrainingConfig
 
     with open(os.path.join(hf_dir, "config.json"), encoding="utf-8") as f:
@@ -91,7 +92,7 @@ def train_ours(hf_dir: str, task, head: tuple[np.ndarray, np.ndarray],
                       TrainingConfig(num_steps, work_dir, save_checkpoints_steps=num_steps,
                                      log_steps=LOG_EVERY, jit_compile=None))
     trainer.train(dataset_fn, batch_size)
-    with open(os.path.join(work_dir, "train_log.jsonl"), encoding="utf-8") as f:
+    with open(os.path.join(work_dir, STEP_LOG_FILE), encoding="utf-8") as f:
         losses = [json.loads(line)["loss"] for line in f]
     return model, np.asarray(losses, np.float64)
 
@@ -137,14 +138,8 @@ def logits_ours(model, arrays: dict[str, np.ndarray]) -> np.ndarray:
 
 
 def logits_theirs(model, arrays: dict[str, np.ndarray]) -> np.ndarray:
-    import torch
-    from bench.hf_finetune import torch_inputs
-    model.eval()
-    inputs = torch_inputs({k: v for k, v in arrays.items() if k != "label_ids"})
-    with torch.inference_mode():
-        return np.concatenate([
-            model(**{k: v[first:first + 64] for k, v in inputs.items()}).logits.numpy()
-            for first in range(0, len(inputs["input_ids"]), 64)])
+    from bench.hf_finetune import model_outputs, torch_inputs
+    return model_outputs(model, torch_inputs(arrays), 64, "max_length")["logits"]
 
 
 def compare(losses: dict[str, np.ndarray], logits: dict[str, np.ndarray],

@@ -151,8 +151,8 @@ def _train(model, train: dict[str, torch.Tensor], args) -> float:
 
 
 @torch.no_grad()
-def _logits(model, inputs: dict[str, torch.Tensor], batch_size: int, padding: str,
-            keys=("logits",), per_token: bool = False):
+def model_outputs(model, inputs: dict[str, torch.Tensor], batch_size: int, padding: str,
+                  keys=("logits",), per_token: bool = False):
     """Outputs in input order, each batch padded as `padding` says; `per_token` outputs
     ([B, T, ...]) are padded back to max_seq_length."""
     model.eval()
@@ -182,7 +182,7 @@ def _run_glue(args) -> dict:
         args.model_dir, num_labels=task.num_labels,
         problem_type="regression" if task.is_regression else "single_label_classification")
     seconds = _train(model, train, args)
-    logits = _logits(model, dev, args.eval_batch_size, args.padding)["logits"]
+    logits = model_outputs(model, dev, args.eval_batch_size, args.padding)["logits"]
     results = task_metrics(task, logits, dev["labels"].numpy())
     return {**results, **_timing(len(train["labels"]), args.num_train_epochs, seconds)}
 
@@ -197,8 +197,8 @@ def _run_ner(args) -> dict:
     model = transformers.BertForTokenClassification.from_pretrained(args.model_dir,
                                                                     num_labels=len(labels))
     seconds = _train(model, train, args)
-    predicted = np.argmax(_logits(model, dev, args.eval_batch_size, args.padding,
-                                  per_token=True)["logits"], -1)
+    predicted = np.argmax(model_outputs(model, dev, args.eval_batch_size, args.padding,
+                                        per_token=True)["logits"], -1)
     # A word cut off by max_seq_length is tagged O here (run_ner.py tags it from windows).
     tags = [[labels[row[p]] if p >= 0 else conll.OUTSIDE_TAG for p in word_positions]
             for row, word_positions in zip(predicted, positions)]
@@ -228,8 +228,8 @@ def _run_squad_predict(args) -> dict:
     inputs = {k: torch.tensor(encoded[k])
               for k in ("input_ids", "attention_mask", "token_type_ids")}
     model_start = time.perf_counter()
-    logits = _logits(model, inputs, args.eval_batch_size, args.padding,
-                     keys=("start_logits", "end_logits"), per_token=True)
+    logits = model_outputs(model, inputs, args.eval_batch_size, args.padding,
+                           keys=("start_logits", "end_logits"), per_token=True)
     answers_start = time.perf_counter()
     predictions = _best_spans(encoded, logits, questions, args.max_answer_length)
     end = time.perf_counter()
