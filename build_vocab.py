@@ -9,7 +9,7 @@ and [MASK]. Learning is in memory: on a very large corpus, learn from a sample (
 """
 from __future__ import annotations
 
-from utils import entry_point  # first, so that TensorFlow starts quietly
+from utils import entry_point
 
 import os
 

@@ -9,7 +9,8 @@ with the encoder; weights come out bit-identical. A KerasHub preset holds the en
 classifier only: pretraining heads are dropped with a warning, other heads refused. The output
 folder must be absent or empty and is written all or nothing.
 """
-from utils import entry_point  # first, so that TensorFlow starts quietly
+from utils import tensorflow_startup  # noqa: F401  (first: TensorFlow starts quietly)
+from utils import entry_point
 
 from absl import flags
 

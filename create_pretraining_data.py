@@ -16,7 +16,7 @@ unless the process that wrote them is still running (or ran on another host).
 """
 from __future__ import annotations
 
-from utils import entry_point  # first, so that TensorFlow starts quietly
+from utils import entry_point
 
 import os
 

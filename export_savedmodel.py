@@ -21,7 +21,8 @@ their weights as float16 or int8.
 The input may be in any checkpoint format (`convert_checkpoint.py`); `--output` must be absent or
 empty and is written all or nothing.
 """
-from utils import entry_point  # first, so that TensorFlow starts quietly
+from utils import tensorflow_startup  # noqa: F401  (first: TensorFlow starts quietly)
+from utils import entry_point
 
 import os
 

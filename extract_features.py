@@ -4,7 +4,8 @@
       --vocab_file=$BERT_DIR/vocab.txt --bert_config_file=$BERT_DIR/bert_config.json \
       --init_checkpoint=$BERT_DIR/bert_model.ckpt --layers=-1,-2,-3,-4 --max_seq_length=128
 """
-from utils import entry_point  # first, so that TensorFlow starts quietly
+from utils import tensorflow_startup  # noqa: F401  (first: TensorFlow starts quietly)
+from utils import entry_point
 
 from absl import flags, logging
 

@@ -36,7 +36,8 @@ empty lines included, in the input's order.
 An empty line's answer is null (squad, swag); a line without its parts is named before the model
 is read.
 """
-from utils import entry_point  # first, so that TensorFlow starts quietly
+from utils import tensorflow_startup  # noqa: F401  (first: TensorFlow starts quietly)
+from utils import entry_point
 
 import dataclasses
 import io

@@ -25,7 +25,8 @@ the encoder with --feature_based) with `bert_config.json`.
 """
 from __future__ import annotations
 
-from utils import entry_point  # first, so that TensorFlow starts quietly
+from utils import tensorflow_startup  # noqa: F401  (first: TensorFlow starts quietly)
+from utils import entry_point
 
 import os
 

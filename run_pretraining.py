@@ -17,7 +17,8 @@ metrics are means over every evaluated example: masked-LM accuracy and loss weig
 masked_lm_weights, next-sentence accuracy and loss per example; `loss` is the mean of the batch
 losses, as the original's Estimator reports it.
 """
-from utils import entry_point  # first, so that TensorFlow starts quietly
+from utils import tensorflow_startup  # noqa: F401  (first: TensorFlow starts quietly)
+from utils import entry_point
 
 from absl import flags
 import tensorflow as tf

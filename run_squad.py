@@ -14,7 +14,8 @@ in-process: its metrics go to eval_results.json, under the official scripts' key
 stdout. --do_predict without --do_train predicts with --init_checkpoint, which must then hold a
 SQuAD head, or when it is not given with the model fine-tuned in --output_dir.
 """
-from utils import entry_point  # first, so that TensorFlow starts quietly
+from utils import tensorflow_startup  # noqa: F401  (first: TensorFlow starts quietly)
+from utils import entry_point
 
 import random
 

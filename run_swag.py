@@ -17,7 +17,8 @@ SWAG model. Rerunning an interrupted training command resumes from --output_dir.
 """
 from __future__ import annotations
 
-from utils import entry_point  # first, so that TensorFlow starts quietly
+from utils import tensorflow_startup  # noqa: F401  (first: TensorFlow starts quietly)
+from utils import entry_point
 
 from absl import flags
 import tensorflow as tf

@@ -17,7 +17,8 @@ submission file). More in docs/fine-tuning.md, "Choosing the learning rate as th
 """
 from __future__ import annotations
 
-from utils import entry_point  # first, so that TensorFlow starts quietly
+from utils import tensorflow_startup  # noqa: F401  (first: TensorFlow starts quietly)
+from utils import entry_point
 
 import concurrent.futures
 import dataclasses

@@ -1,26 +1,33 @@
-"""Benchmark: create_pretraining_data's pipeline against the original single-process algorithm.
+"""Benchmark: create_pretraining_data.py from the shell against the original algorithm.
 
-Builds corpora of real text (WikiText-2 articles, SQuAD dev contexts, CoNLL-2003 Reuters news,
-one sentence per line, a blank line between documents) of the requested sizes, then runs, each
-in its own process with the same vocabulary and flags:
-  * the reference: the original script's algorithm (`tests/original_pretraining_reference.py`),
+Each side runs as a user runs it, one process started from the shell, timed from its start to
+its exit (interpreter start-up and imports included), with the same vocabulary and flags (the
+README's: --max_seq_length=128 --max_predictions_per_seq=20 --masked_lm_prob=0.15
+--short_seq_prob=0.1, --dupe_factor as given):
+  * `original`: the original script's algorithm (`tests/original_pretraining_reference.py`),
     single process, `tf.train.Example` + `tf.io.TFRecordWriter`, whole corpus in memory;
-  * this project's `write_pretraining_records` with --num_workers processes.
-At the reference's size the two alternate for --rounds rounds and the ratio is their median;
-the other sizes run this pipeline once. It reports instances/s, tokens/s and the peak resident
-memory of each process tree (sampled every 50 ms from /proc). Timing starts after imports, so
-interpreter start-up is left out of both; the pool start-up is counted against this pipeline.
+  * `script`: this checkout's `create_pretraining_data.py` with its default workers;
+  * `script@LABEL`: the same script in another checkout (--other_checkout=LABEL=DIR, e.g. a
+    `git worktree` of an earlier commit), to measure a regression side by side.
+The sides alternate for --rounds rounds on each corpus; each figure is the median. Memory is
+sampled every 50 ms from /proc: the peak resident memory of the largest process (what
+`/usr/bin/time` reports) and of the whole process tree (the script's workers included).
 
-    python bench/bench_create_pretraining_data.py --sizes_mb=5,50 --reference_mb=5
+Corpora (--corpora):
+  * `repeated`: the original's sample_text.txt repeated to --repeated_mb (its per-word memo
+    answers nearly every word);
+  * `unique`: real text, each paragraph once: WikiText-2 test and the SQuAD v1.1 dev contexts
+    (2.9 MB);
+  * `mixed:N`: N MB cycling WikiText-2, SQuAD and CoNLL-2003 documents, for memory at scale.
+
+    python bench/bench_create_pretraining_data.py --corpora=repeated,unique --rounds=3
 """
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import pathlib
 import re
-import resource
 import statistics
 import subprocess
 import sys
@@ -32,40 +39,44 @@ from absl import app
 from absl import flags
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT))
-sys.path.insert(0, str(REPO_ROOT / "tests"))
-
-from data.pretraining import chunks  # noqa: E402
-from data.pretraining import instances as pretraining_instances  # noqa: E402
-from data.pretraining import writer as pretraining_writer  # noqa: E402
+SHARED = REPO_ROOT.parent / "shared"
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("data_dir", str(REPO_ROOT.parent / "shared" / "data"), "Real public data.")
-flags.DEFINE_string("vocab_file", str(REPO_ROOT.parent / "shared" / "fixtures" / "vocab" /
-                                      "uncased_vocab.txt"), "WordPiece vocabulary.")
-flags.DEFINE_list("sizes_mb", ["5", "50"], "Corpus sizes (MB) to run this pipeline on.")
-flags.DEFINE_float("reference_mb", 5.0, "Corpus size (MB) to run the reference on; 0: none.")
-flags.DEFINE_integer("rounds", 3, "Alternated reference / pipeline rounds at reference_mb.")
-flags.DEFINE_integer("num_workers", None, "Workers (default: every core available).")
-flags.DEFINE_integer("dupe_factor", 10, "dupe_factor of both runs.")
+flags.DEFINE_string("data_dir", str(SHARED / "data"), "Real public data.")
+flags.DEFINE_string("vocab_file", str(SHARED / "fixtures" / "vocab" / "uncased_vocab.txt"),
+                    "WordPiece vocabulary.")
+flags.DEFINE_string("sample_text", str(SHARED / "fixtures" / "pretraining_data" /
+                                       "sample_text.txt"), "The original's sample text.")
+flags.DEFINE_list("corpora", ["repeated", "unique"], "Corpora: repeated, unique, mixed:N.")
+flags.DEFINE_float("repeated_mb", 5.3, "Size of the repeated sample text (MB).")
+flags.DEFINE_list("sides", ["original", "script"], "Sides to run: original, script.")
+flags.DEFINE_multi_string("other_checkout", [], "LABEL=DIR: also run DIR's "
+                          "create_pretraining_data.py, as side script@LABEL.")
+flags.DEFINE_integer("rounds", 3, "Alternated rounds per corpus.")
+flags.DEFINE_integer("dupe_factor", 5, "--dupe_factor of every side.")
 flags.DEFINE_string("work_dir", None, "Where corpora and outputs go (default: a temporary "
                     "directory, removed at the end).")
 flags.DEFINE_string("output_json", None, "Also write the results here.")
-flags.DEFINE_enum("child", None, ["reference", "pipeline"], "Internal: run one side.")
+flags.DEFINE_bool("child_original", False, "Internal: run the original algorithm.")
 flags.DEFINE_string("child_input", None, "Internal: corpus of the child run.")
 flags.DEFINE_string("child_output", None, "Internal: output of the child run.")
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])")
+_README_FLAGS = ["--max_seq_length=128", "--max_predictions_per_seq=20", "--masked_lm_prob=0.15",
+                 "--short_seq_prob=0.1", "--random_seed=12345", "--do_lower_case=True"]
 
 
 def _sentences(paragraph: str) -> list[str]:
     return [s.strip() for s in _SENTENCE_END.split(paragraph) if s.strip()]
 
 
-def _wikitext_documents(data_dir: pathlib.Path) -> Iterator[list[str]]:
+def _wikitext_test_documents(data_dir: pathlib.Path) -> Iterator[list[str]]:
     text = (data_dir / "wikitext-2-raw" / "wiki.test.sentences.txt").read_text("utf-8")
     for block in text.split("\n\n"):
         yield [line for line in block.split("\n") if line.strip()]
+
+
+def _wikitext_valid_documents(data_dir: pathlib.Path) -> Iterator[list[str]]:
     document: list[str] = []
     for line in (data_dir / "wikitext-2-tokenized" / "wiki.valid.tokens").open(encoding="utf-8"):
         line = line.strip()
@@ -79,8 +90,8 @@ def _wikitext_documents(data_dir: pathlib.Path) -> Iterator[list[str]]:
         yield document
 
 
-def _squad_documents(data_dir: pathlib.Path) -> Iterator[list[str]]:
-    for name in ("dev-v1.1.json", "subsets/cs224n_dev-v2.0.json"):
+def _squad_documents(data_dir: pathlib.Path, names=("dev-v1.1.json",)) -> Iterator[list[str]]:
+    for name in names:
         for article in json.loads((data_dir / "squad" / name).read_text("utf-8"))["data"]:
             yield [s for p in article["paragraphs"] for s in _sentences(p["context"])]
 
@@ -103,81 +114,51 @@ def _conll_documents(data_dir: pathlib.Path) -> Iterator[list[str]]:
             yield document
 
 
-def build_corpus(data_dir: pathlib.Path, path: pathlib.Path, target_bytes: int) -> None:
-    """Writes documents of real text to `path`, cycling through the sources, up to the size."""
+def _mixed_documents(data_dir: pathlib.Path) -> Iterator[list[str]]:
+    while True:
+        yield from _wikitext_test_documents(data_dir)
+        yield from _wikitext_valid_documents(data_dir)
+        yield from _squad_documents(data_dir, ("dev-v1.1.json", "subsets/cs224n_dev-v2.0.json"))
+        yield from _conll_documents(data_dir)
+
+
+def _write_documents(path: pathlib.Path, documents: Iterator[list[str]],
+                     target_bytes: float = float("inf")) -> None:
     written = 0
     with path.open("w", encoding="utf-8") as writer:
-        while written < target_bytes:
-            for source in (_wikitext_documents, _squad_documents, _conll_documents):
-                for document in source(data_dir):
-                    block = "\n".join(document) + "\n\n"
-                    writer.write(block)
-                    written += len(block.encode("utf-8"))
-                    if written >= target_bytes:
-                        return
+        for document in documents:
+            block = "\n".join(document) + "\n\n"
+            writer.write(block)
+            written += len(block.encode("utf-8"))
+            if written >= target_bytes:
+                return
 
 
-def _spin(seconds: float) -> int:
-    start, count = time.perf_counter(), 0
-    while time.perf_counter() - start < seconds:
-        count += 1
-    return count
+def build_corpus(name: str, path: pathlib.Path) -> None:
+    """Writes the corpus `name` (see the module's docstring) to `path`."""
+    data_dir = pathlib.Path(FLAGS.data_dir)
+    if name == "repeated":
+        sample = pathlib.Path(FLAGS.sample_text).read_text("utf-8").strip() + "\n\n"
+        copies = max(1, round(FLAGS.repeated_mb * 1e6 / len(sample.encode("utf-8"))))
+        path.write_text(sample * copies, encoding="utf-8")
+    elif name == "unique":
+        _write_documents(path, (document for source in (_wikitext_test_documents,
+                                                        _squad_documents)
+                                for document in source(data_dir)))
+    elif name.startswith("mixed:"):
+        _write_documents(path, _mixed_documents(data_dir), float(name[6:]) * 1e6)
+    else:
+        raise ValueError(f"unknown corpus {name!r}: repeated, unique or mixed:N")
 
 
-def available_cores(processes: int, seconds: float = 1.0) -> float:
-    """CPU cores this session actually gets: `processes` busy loops' CPU time over wall time
-    (on a shared machine other sessions' load can leave less than the core count)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    with multiprocessing.get_context("fork").Pool(processes) as pool:
-        pool.map(_spin, [seconds] * processes)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-    return cpu / (time.perf_counter() - start)
-
-
-def _cpu_seconds() -> float:
-    """CPU time of this process and of its finished (reaped) worker processes."""
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return time.process_time() + children.ru_utime + children.ru_stime
-
-
-def _child_reference() -> dict:
-    import random
-
-    import original_pretraining_reference as reference  # TensorFlow: imported in this child only
-    from data import tokenization
-
-    start, cpu_start = time.perf_counter(), _cpu_seconds()
-    tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, do_lower_case=True)
-    documents = reference.read_documents([FLAGS.child_input], tokenizer)
-    read_cpu = _cpu_seconds()
-    tokens = sum(len(sentence) for document in documents for sentence in document)
-    instances = reference.create_training_instances(
-        documents, list(tokenizer.vocab.keys()), 128, FLAGS.dupe_factor, 0.1, 0.15, 20, False,
-        random.Random(12345))
-    create_cpu = _cpu_seconds()
-    reference.write_instances(instances, tokenizer, 128, 20, [FLAGS.child_output])
-    end_cpu = _cpu_seconds()
-    return {"seconds": time.perf_counter() - start, "cpu_seconds": end_cpu - cpu_start,
-            "instances": len(instances), "tokens": tokens,
-            "cpu_seconds_by_phase": {"read and tokenize": read_cpu - cpu_start,
-                                     "create instances": create_cpu - read_cpu,
-                                     "write records": end_cpu - create_cpu}}
-
-
-def _child_pipeline() -> dict:
-    settings = chunks.ChunkSettings(
-        FLAGS.vocab_file, True,
-        pretraining_instances.PretrainingConfig(dupe_factor=FLAGS.dupe_factor), 12345)
-    options = pretraining_writer.WriterOptions(
-        num_workers=FLAGS.num_workers or len(os.sched_getaffinity(0)),
-        progress_interval_s=1e9)
-    start, cpu_start = time.perf_counter(), _cpu_seconds()
-    summary = pretraining_writer.write_pretraining_records(
-        [FLAGS.child_input], [FLAGS.child_output], settings, options)
-    return {"seconds": time.perf_counter() - start, "cpu_seconds": _cpu_seconds() - cpu_start,
-            "instances": summary.instances, "tokens": summary.tokens}
+def _child_original() -> None:
+    sys.path.insert(0, str(REPO_ROOT))
+    sys.path.insert(0, str(REPO_ROOT / "tests"))
+    import original_pretraining_reference as reference  # pylint: disable=import-outside-toplevel
+    reference.run_reference([FLAGS.child_input], [FLAGS.child_output], FLAGS.vocab_file,
+                            do_lower_case=True, max_seq_length=128, dupe_factor=FLAGS.dupe_factor,
+                            short_seq_prob=0.1, masked_lm_prob=0.15, max_predictions_per_seq=20,
+                            random_seed=12345)
 
 
 def _children(pid: int) -> list[int]:
@@ -200,108 +181,131 @@ def _rss(pid: int) -> int:
 
 
 def _tree_rss(root: int) -> tuple[int, int]:
-    """(RSS of `root` and all its descendants, RSS of `root`) in bytes."""
+    """(RSS of `root` and all its descendants, RSS of the largest of them) in bytes."""
     tree, frontier = [root], [root]
     while frontier:
         children = _children(frontier.pop())
         tree.extend(children)
         frontier.extend(children)
-    return sum(_rss(pid) for pid in tree), _rss(root)
+    sizes = [_rss(pid) for pid in tree]
+    return sum(sizes), max(sizes)
+
+
+def _command(side: str, corpus: pathlib.Path, output: pathlib.Path) -> tuple[list[str], str]:
+    """The side's command line and the folder it runs in."""
+    if side == "original":
+        return [sys.executable, __file__, "--child_original", f"--child_input={corpus}",
+                f"--child_output={output}", f"--vocab_file={FLAGS.vocab_file}",
+                f"--dupe_factor={FLAGS.dupe_factor}"], str(REPO_ROOT)
+    checkouts = {"script": str(REPO_ROOT), **{
+        f"script@{label}": folder for label, folder in
+        (entry.split("=", 1) for entry in FLAGS.other_checkout)}}
+    return [sys.executable, "create_pretraining_data.py", f"--input_file={corpus}",
+            f"--output_file={output}", f"--vocab_file={FLAGS.vocab_file}",
+            f"--dupe_factor={FLAGS.dupe_factor}", *_README_FLAGS], checkouts[side]
 
 
 def _measure(side: str, corpus: pathlib.Path, output: pathlib.Path) -> dict:
-    """Runs one side in a child process, sampling its process tree's memory."""
-    command = [sys.executable, __file__, f"--child={side}", f"--child_input={corpus}",
-               f"--child_output={output}", f"--vocab_file={FLAGS.vocab_file}",
-               f"--dupe_factor={FLAGS.dupe_factor}"]
-    if FLAGS.num_workers:
-        command.append(f"--num_workers={FLAGS.num_workers}")
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True,
-                               stderr=subprocess.DEVNULL)
-    samples = []  # (tree RSS, main RSS)
+    """Runs one side from the shell, timing it from start to exit and sampling its memory."""
+    command, cwd = _command(side, corpus, output)
+    start = time.perf_counter()
+    process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True)
+    samples = []  # (tree RSS, largest process's RSS)
     while process.poll() is None:
         samples.append(_tree_rss(process.pid))
         time.sleep(0.05)
+    seconds = time.perf_counter() - start
+    stderr = process.stderr.read()
     if process.returncode:
-        raise RuntimeError(f"{side} run failed with exit code {process.returncode}")
-    result = json.loads(process.stdout.read().strip().splitlines()[-1])
-    half = len(samples) // 2
-    result.update(peak_rss_mb=max(s[0] for s in samples) / 2**20,
-                  peak_rss_main_mb=max(s[1] for s in samples) / 2**20,
-                  # Bounded memory: the second half of the run peaks no higher than the first.
-                  peak_rss_first_half_mb=max(s[0] for s in samples[:half]) / 2**20,
-                  peak_rss_second_half_mb=max(s[0] for s in samples[half:]) / 2**20,
-                  corpus_mb=corpus.stat().st_size / 1e6, side=side)
-    result["instances_per_s"] = result["instances"] / result["seconds"]
-    result["tokens_per_s"] = result["tokens"] / result["seconds"]
-    result["cpu_us_per_instance"] = 1e6 * result["cpu_seconds"] / result["instances"]
-    return result
+        raise RuntimeError(f"{side} failed with exit code {process.returncode}:\n{stderr}")
+    instances = _count_records(output)
+    output.unlink()
+    return {"side": side, "corpus_mb": corpus.stat().st_size / 1e6, "seconds": seconds,
+            "instances": instances, "instances_per_s": instances / seconds,
+            "peak_process_mb": max(s[1] for s in samples) / 2**20,
+            "peak_tree_mb": max(s[0] for s in samples) / 2**20}
+
+
+def _count_records(path: pathlib.Path) -> int:
+    """Records in a TFRecord file, read from its framing (8-byte length, 4-byte CRC, data, CRC)."""
+    count, data = 0, path.read_bytes()
+    position = 0
+    while position < len(data):
+        length = int.from_bytes(data[position:position + 8], "little")
+        position += 16 + length
+        count += 1
+    return count
+
+
+def _median(results: list[dict], key: str) -> float:
+    return statistics.median(result[key] for result in results)
+
+
+def _summarise(corpus: str, results: list[dict], sides: list[str]) -> list[dict]:
+    rows = []
+    for side in sides:
+        runs = [result for result in results if result["side"] == side]
+        rows.append({"corpus": corpus, "side": side, "rounds": len(runs),
+                     "corpus_mb": runs[0]["corpus_mb"], "instances": runs[0]["instances"],
+                     "seconds": _median(runs, "seconds"),
+                     "seconds_each": [round(run["seconds"], 2) for run in runs],
+                     "instances_per_s": _median(runs, "instances_per_s"),
+                     "peak_process_mb": _median(runs, "peak_process_mb"),
+                     "peak_tree_mb": _median(runs, "peak_tree_mb")})
+    return rows
+
+
+def _print_rows(rows: list[dict]) -> None:
+    original = {row["corpus"]: row for row in rows if row["side"] == "original"}
+    print("| corpus | side | seconds (median; each) | instances/s | vs original | "
+          "peak RSS, largest process | peak RSS, process tree |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for row in rows:
+        base = original.get(row["corpus"])
+        ratio = f"{base['seconds'] / row['seconds']:.1f}x" if base else ""
+        each = ", ".join(f"{s:.2f}" for s in row["seconds_each"])
+        print(f"| {row['corpus']} ({row['corpus_mb']:.1f} MB) | {row['side']} | "
+              f"{row['seconds']:.2f} ({each}) | {row['instances_per_s']:,.0f} | {ratio} | "
+              f"{row['peak_process_mb']:.0f} MB | {row['peak_tree_mb']:.0f} MB |", flush=True)
+
+
+def _run_all(work_dir: pathlib.Path) -> list[dict]:
+    sides = list(FLAGS.sides) + [f"script@{entry.split('=', 1)[0]}"
+                                 for entry in FLAGS.other_checkout]
+    rows = []
+    for name in FLAGS.corpora:
+        corpus = work_dir / f"corpus_{name.replace(':', '_')}.txt"
+        build_corpus(name, corpus)
+        results = []
+        for round_index in range(FLAGS.rounds):
+            for side in sides:
+                result = _measure(side, corpus, work_dir / "output.tfrecord")
+                results.append(result)
+                print(f"{name} round {round_index + 1}: {side} {result['seconds']:.2f} s, "
+                      f"{result['instances']:,} instances, largest process "
+                      f"{result['peak_process_mb']:.0f} MB, tree "
+                      f"{result['peak_tree_mb']:.0f} MB", flush=True)
+        rows += _summarise(name, results, sides)
+    return rows
 
 
 def main(argv: list[str]) -> None:
     del argv
-    if FLAGS.child:
-        result = _child_reference() if FLAGS.child == "reference" else _child_pipeline()
-        print(json.dumps(result))
+    if FLAGS.child_original:
+        _child_original()
         return
-    cores = len(os.sched_getaffinity(0))
-    print(f"{cores} cores; this session gets {available_cores(cores):.2f} of them now "
-          "(busy loops in as many processes)", flush=True)
+    print(f"{len(os.sched_getaffinity(0))} cores; dupe_factor {FLAGS.dupe_factor}", flush=True)
     if FLAGS.work_dir:
         work_dir = pathlib.Path(FLAGS.work_dir)
         work_dir.mkdir(parents=True, exist_ok=True)
-        _run_all(work_dir)
+        rows = _run_all(work_dir)
     else:
         with tempfile.TemporaryDirectory(prefix="bench_cpd_") as temp_dir:
-            _run_all(pathlib.Path(temp_dir))
-
-
-def _print_result(result: dict) -> None:
-    print(f"{result['side']:9s} {result['corpus_mb']:6.1f} MB: {result['instances']:9,d} "
-          f"instances in {result['seconds']:7.2f} s = {result['instances_per_s']:9,.0f} "
-          f"instances/s, {result['tokens_per_s']:10,.0f} tokens/s, "
-          f"{result['cpu_us_per_instance']:6.1f} CPU-us/instance, "
-          f"peak RSS {result['peak_rss_mb']:7.1f} MB "
-          f"(main process {result['peak_rss_main_mb']:.1f} MB; first / second half of the "
-          f"run {result['peak_rss_first_half_mb']:.0f} / "
-          f"{result['peak_rss_second_half_mb']:.0f} MB)", flush=True)
-    if "cpu_seconds_by_phase" in result:
-        print("           CPU seconds by phase: " + ", ".join(
-            f"{phase} {seconds:.1f}" for phase, seconds in
-            result["cpu_seconds_by_phase"].items()), flush=True)
-
-
-def _run_all(work_dir: pathlib.Path) -> None:
-    """Measures the reference and this pipeline alternately at the reference's size (--rounds
-    times), then this pipeline once at every other size; prints the ratios."""
-    runs = []
-    if FLAGS.reference_mb:
-        runs += [("reference", FLAGS.reference_mb), ("pipeline", FLAGS.reference_mb)] * FLAGS.rounds
-    runs += [("pipeline", float(size)) for size in FLAGS.sizes_mb
-             if not FLAGS.reference_mb or float(size) != FLAGS.reference_mb]
-    results = []
-    for side, size_mb in runs:
-        corpus = work_dir / f"corpus_{size_mb:g}mb.txt"
-        if not corpus.exists():
-            build_corpus(pathlib.Path(FLAGS.data_dir), corpus, int(size_mb * 1e6))
-        output = work_dir / f"{side}_{size_mb:g}mb.tfrecord"
-        results.append(_measure(side, corpus, output))
-        output.unlink()
-        _print_result(results[-1])
-    reference = [r for r in results if r["side"] == "reference"]
-    same_size = [r for r in results if r["side"] == "pipeline"][:len(reference)]
-    if reference:
-        ratios = sorted(p["instances_per_s"] / r["instances_per_s"]
-                        for r, p in zip(reference, same_size))
-        cpu_ratios = sorted(r["cpu_us_per_instance"] / p["cpu_us_per_instance"]
-                            for r, p in zip(reference, same_size))
-        print(f"at {FLAGS.reference_mb:g} MB, over {len(ratios)} alternated rounds: "
-              f"{statistics.median(ratios):.1f}x the reference's instances/s (wall clock; "
-              f"{ratios[0]:.1f}-{ratios[-1]:.1f}x), "
-              f"{statistics.median(cpu_ratios):.1f}x less CPU time per instance "
-              f"({cpu_ratios[0]:.1f}-{cpu_ratios[-1]:.1f}x)")
+            rows = _run_all(pathlib.Path(temp_dir))
+    _print_rows(rows)
     if FLAGS.output_json:
-        pathlib.Path(FLAGS.output_json).write_text(json.dumps(results, indent=2))
+        pathlib.Path(FLAGS.output_json).write_text(json.dumps(rows, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,10 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
+import importlib.util
+import os
+import types
 from typing import Iterable, Iterator, Sequence
 
 from data import tokenization
@@ -82,15 +86,32 @@ def count_words(lines: Iterable[str], do_lower_case: bool) -> collections.Counte
     return counts
 
 
+@functools.lru_cache(maxsize=1)
+def _wordpiece_learner() -> types.ModuleType:
+    """TensorFlow Text's `wordpiece_tokenizer_learner_lib`, loaded from its file.
+
+    The module is plain Python and NumPy, but importing it by name runs `tensorflow_text`'s
+    `__init__`, which loads TensorFlow: seconds and half a gigabyte that build_vocab.py does not
+    need.
+    """
+    package = importlib.util.find_spec("tensorflow_text")  # finds it without running it
+    if package is None or not package.submodule_search_locations:
+        raise ImportError("tensorflow-text is not installed (requirements.txt)")
+    path = os.path.join(package.submodule_search_locations[0], "tools", "wordpiece_vocab",
+                        "wordpiece_tokenizer_learner_lib.py")
+    spec = importlib.util.spec_from_file_location("_wordpiece_tokenizer_learner_lib", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def learn_vocabulary(word_counts: collections.Counter, options: LearnerOptions) -> list[str]:
     """The vocabulary, special and unused tokens first, at most `options.vocab_size` tokens.
 
     Raises:
       ValueError: the options are out of range or there is no word to learn from.
     """
-    # Imported here: TensorFlow Text loads TensorFlow, which argument checks need not wait for.
-    from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
-
+    learner = _wordpiece_learner()
     options.validate()
     if not word_counts:
         raise ValueError("the input holds no word to learn a vocabulary from")

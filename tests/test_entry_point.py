@@ -86,3 +86,65 @@ def test_help_lists_the_shared_flags_and_tensorflow_starts_quietly():
         assert f"  {flag}" in listed or f"  --[no]{flag[2:]}" in listed, flag
     for noise in ("oneDNN", "cuda drivers", "cuInit", "InitializeLog", "cpu_feature_guard"):
         assert noise not in result.stderr, result.stderr
+
+
+# Loaded by every Python process started with its folder on PYTHONPATH (a spawned worker too;
+# a forked one inherits it): records each import of TensorFlow or Keras as it happens, and the
+# TensorFlow and Keras modules loaded when a worker is handed a chunk and when a process exits.
+_WATCH_IMPORTS = '''
+import atexit, os, sys
+_WATCHED = ("tensorflow", "keras")
+_LOG_DIR = os.environ["IMPORT_LOG_DIR"]
+
+
+def _record(kind, line):
+    with open(os.path.join(_LOG_DIR, f"{kind}-{os.getpid()}.txt"), "a") as f:
+        f.write(line + "\\n")
+
+
+def _loaded():
+    return " ".join(sorted(m for m in sys.modules if m.split(".")[0] in _WATCHED))
+
+
+def _audit(event, args):
+    if event == "import" and args[0].split(".")[0] in _WATCHED:
+        _record("import", args[0])
+    elif event == "pickle.find_class" and args[1] == "process_chunk_in_worker":
+        _record("worker", "loaded: " + _loaded())
+
+
+sys.addaudithook(_audit)
+atexit.register(lambda: _record("exit", "loaded: " + _loaded()))
+'''
+
+
+@pytest.mark.slow
+def test_the_data_scripts_and_their_workers_never_import_tensorflow(tmp_path):
+    """build_vocab.py and create_pretraining_data.py (parent and worker processes) load neither
+    TensorFlow nor Keras: each would cost every process seconds and half a gigabyte."""
+    hooks, logs = tmp_path / "hooks", tmp_path / "logs"
+    hooks.mkdir()
+    logs.mkdir()
+    (hooks / "sitecustomize.py").write_text(_WATCH_IMPORTS)
+    env = {**_ENV, "PYTHONPATH": str(hooks), "IMPORT_LOG_DIR": str(logs)}
+    words = ["river", "stone", "light", "garden", "window", "forest", "market", "winter"]
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n\n".join(
+        "\n".join(" ".join(words[(d + s + w) % 8] for w in range(6 + s)) + "." for s in range(5))
+        for d in range(40)) + "\n")
+    vocab = tmp_path / "vocab.txt"
+    built = _script("build_vocab.py", f"--input_file={corpus}", f"--output_file={vocab}",
+                    "--vocab_size=60", "--lower_thresh=1", env=env)
+    assert built.returncode == 0, built.stderr
+    created = _script("create_pretraining_data.py", f"--input_file={corpus}",
+                      f"--output_file={tmp_path}/out.tfrecord", f"--vocab_file={vocab}",
+                      "--max_seq_length=32", "--max_predictions_per_seq=4", "--dupe_factor=2",
+                      "--num_workers=2", "--chunk_bytes=512", "--min_chunk_documents=1", env=env)
+    assert created.returncode == 0, created.stderr
+    assert (tmp_path / "out.tfrecord").stat().st_size > 0
+    records = {path.name: path.read_text().splitlines() for path in logs.iterdir()}
+    assert not [name for name in records if name.startswith("import-")], records
+    exits = [name for name in records if name.startswith("exit-")]
+    workers = [name for name in records if name.startswith("worker-")]
+    assert len(exits) >= 2 and workers, records  # both scripts, and workers handed chunks
+    assert {line for name in exits + workers for line in records[name]} == {"loaded: "}

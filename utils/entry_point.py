@@ -1,13 +1,17 @@
 """Every script's entry point: `entry_point.run(main)`.
 
-A script imports this module before anything that imports TensorFlow, so that TensorFlow's
-start-up messages stay off the terminal (`utils.tensorflow_startup`). `run` then runs `main`
-under absl with:
+`run` runs `main` under absl with:
 - SIGTERM and SIGINT stopping it through Python's exception path (`utils.stop_signals`);
 - a mistake of the user's reported as one line, `error: ...`, and exit status 1
   (`utils.user_errors`; `--verbose` keeps the traceback);
 - `--help` listing every flag the script reads, those defined by the project's shared flag
   modules included, not only the script's own.
+
+This module does not import TensorFlow: the data scripts (`create_pretraining_data.py`,
+`build_vocab.py`) and their worker processes never load it, which would cost each process seconds
+and half a gigabyte. A script that runs a model imports `utils.tensorflow_startup` before this
+module and anything else that imports TensorFlow, so that TensorFlow's start-up messages stay off
+the terminal.
 """
 from __future__ import annotations
 
@@ -15,7 +19,6 @@ import os
 import sys
 from typing import Callable
 
-from utils import tensorflow_startup  # noqa: F401  (before absl and TensorFlow are used)
 from absl import app, flags
 
 from utils.stop_signals import raise_on_stop_signals

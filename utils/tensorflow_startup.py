@@ -3,8 +3,9 @@
 Importing TensorFlow and finding its devices writes, from C++ and before a script says anything:
 oneDNN's notice, the CPU instructions the binary was not built for, and on a machine without a
 GPU "Could not find cuda drivers" and, at error level, "failed call to cuInit". Importing this
-module first (`utils.entry_point` does) holds what is written to stderr meanwhile, drops the lines
-of those kinds and writes out every other line as it came. `TF_CPP_MIN_LOG_LEVEL=0` shows them all.
+module first (every script that runs a model does) holds what is written to stderr meanwhile,
+drops the lines of those kinds and writes out every other line as it came.
+`TF_CPP_MIN_LOG_LEVEL=0` shows them all.
 """
 from __future__ import annotations
 
