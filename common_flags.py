@@ -13,6 +13,7 @@ import tensorflow as tf
 from data import tokenization
 from modeling import checkpoints
 from modeling.config import BertConfig
+from tasks.runner import ROLES, roles_of
 from training.batching import Batching
 from training.distribution import get_strategy
 from training.optimizer import create_optimizer
@@ -286,6 +287,18 @@ def fine_tuning_run(strategy: tf.distribute.Strategy, learning_rate: float | Non
         num_train_epochs=FLAGS["num_train_epochs"].value if "num_train_epochs" in FLAGS else 1.0,
         is_chief=is_chief(strategy),
         vocab_file=vocab_file_from_flags() if FLAGS.do_train and "vocab_file" in FLAGS else None)
+
+
+def roles_from_flags() -> list[str]:
+    """What --do_train, --do_eval and --do_predict ask for (`tasks.runner.ROLES`)."""
+    return roles_of(*(FLAGS[f"do_{role}"].value if f"do_{role}" in FLAGS else False
+                      for role in ROLES))
+
+
+def start_fine_tuning_run(**overrides) -> FineTuningRun:
+    """Seeds, sets the dtype policy, builds the strategy (`setup_from_flags`) and returns the
+    fine-tuning run of the flags (`fine_tuning_run`, with `overrides`)."""
+    return fine_tuning_run(setup_from_flags(), **overrides)
 
 
 def is_chief(strategy: tf.distribute.Strategy) -> bool:

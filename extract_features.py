@@ -10,8 +10,8 @@ from utils import entry_point
 from absl import flags, logging
 
 import common_flags
-from data.feature_extraction import (convert_example, features_to_arrays, format_output_line,
-                                     parse_layer_indexes, read_examples)
+from data import features as model_inputs
+from data.feature_extraction import format_output_line, parse_layer_indexes, read_lines
 from modeling import checkpoints
 from modeling.encoder import BertEncoder
 from training import prediction
@@ -40,8 +40,8 @@ def main(_):
     batching = common_flags.batching_from_flags()
     encoder = BertEncoder(config)
     checkpoints.load_checkpoint(encoder, FLAGS.init_checkpoint)
-    features = [convert_example(e, FLAGS.max_seq_length, tokenizer)
-                for e in read_examples(FLAGS.input_file)]
+    features = [model_inputs.text_sequence(line, tokenizer, FLAGS.max_seq_length)[0]
+                for line in read_lines(FLAGS.input_file)]
 
     def chosen_layers(outputs, batch):
         return {str(index): outputs["encoder_outputs"][index] for index in layer_indexes}
@@ -50,11 +50,11 @@ def main(_):
     with AtomicFile(FLAGS.output_file) as out:
         start = 0
         for outputs in prediction.predict_batches(
-                encoder, ArrayExamples(features_to_arrays(features), batching=batching),
+                encoder, ArrayExamples(model_inputs.stack(features), batching=batching),
                 FLAGS.batch_size, chosen_layers):
             rows = len(outputs[str(layer_indexes[0])])
             for row, feature in enumerate(features[start:start + rows]):
-                out.write(format_output_line(feature, layer_indexes,
+                out.write(format_output_line(start + row, feature.tokens, layer_indexes,
                                              [outputs[str(i)][row] for i in layer_indexes]))
             start += rows
             progress.update(rows)

@@ -22,12 +22,10 @@ from utils import tensorflow_startup  # noqa: F401  (first: TensorFlow starts qu
 from utils import entry_point
 
 from absl import flags
-import tensorflow as tf
 
 import common_flags
 from data.classifier import glue_tasks
-from tasks import classifier
-from training import fine_tuning
+from tasks import classifier, runner
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("data_dir", None, "The task's folder of .tsv files (GLUE/XNLI layout).")
@@ -48,43 +46,20 @@ flags.mark_flags_as_required(["data_dir", "task_name", "output_dir"])
 
 def _settings() -> classifier.Settings:
     return classifier.Settings(
-        data_dir=FLAGS.data_dir, output_dir=FLAGS.output_dir,
-        max_seq_length=FLAGS.max_seq_length, do_lower_case=FLAGS.do_lower_case,
-        eval_batch_size=FLAGS.eval_batch_size, predict_batch_size=FLAGS.predict_batch_size,
-        batching=common_flags.batching_from_flags(), xnli_language=FLAGS.xnli_language)
+        task=glue_tasks.get_task(FLAGS.task_name), data_dir=FLAGS.data_dir,
+        output_dir=FLAGS.output_dir, max_seq_length=FLAGS.max_seq_length,
+        do_lower_case=FLAGS.do_lower_case, eval_batch_size=FLAGS.eval_batch_size,
+        predict_batch_size=FLAGS.predict_batch_size, batching=common_flags.batching_from_flags(),
+        xnli_language=FLAGS.xnli_language, eval_every_epoch=FLAGS.eval_every_epoch)
 
 
 def main(_):
-    task = glue_tasks.get_task(FLAGS.task_name)
+    settings = _settings()
     config = common_flags.config_from_flags()
     common_flags.check_fine_tuning_flags(config)
-    classifier.check_roles(task, {"train": FLAGS.do_train, "eval": FLAGS.do_eval,
-                                  "predict": FLAGS.do_predict})
-    if FLAGS.eval_every_epoch and not (FLAGS.do_train and task.splits_for("eval")):
-        raise ValueError("--eval_every_epoch needs --do_train and a task with a dev split")
-    settings = _settings()
-    roles = [role for role, wanted in (
-        ("train", FLAGS.do_train), ("eval", FLAGS.do_eval or FLAGS.eval_every_epoch),
-        ("predict", FLAGS.do_predict)) if wanted]
-    splits = classifier.read_splits(task, roles, settings,
-                                    common_flags.tokenizer_from_flags(config))
-    strategy = common_flags.setup_from_flags()
-    run = common_flags.fine_tuning_run(strategy)
-    tf.io.gfile.makedirs(FLAGS.output_dir)
-    if FLAGS.do_train:
-        trained = classifier.train(run, task, config, splits, settings, FLAGS.eval_every_epoch)
-    else:
-        trained = fine_tuning.restore(
-            run, classifier.fine_tuning_task(task, config, FLAGS.do_lower_case))
-    if not run.is_chief:
-        return
-    for spec in task.splits_for("eval") if FLAGS.do_eval else ():
-        if spec.name in splits:
-            classifier.evaluate(trained.model, task, splits[spec.name], trained.global_step,
-                                settings)
-    for spec in task.splits_for("predict") if FLAGS.do_predict else ():
-        if spec.name in splits:
-            classifier.predict(trained.model, task, splits[spec.name], settings)
+    runner.fine_tune(classifier, settings, config, common_flags.tokenizer_from_flags(config),
+                     common_flags.roles_from_flags(), common_flags.start_fine_tuning_run,
+                     FLAGS.output_dir)
 
 
 if __name__ == "__main__":

@@ -30,17 +30,12 @@ from utils import entry_point
 
 import os
 
-from absl import flags, logging
-import tensorflow as tf
+from absl import flags
 
 import common_flags
-from data.feature_extraction import parse_layer_indexes
 from data.ner import conll
 from modeling.config import BertConfig
-from tasks import ner, ner_feature_based
-from training import fine_tuning
-from training.batching import ArrayExamples
-from utils.output_files import write_text_atomically
+from tasks import ner, ner_feature_based, runner
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("data_dir", None, "Folder of the CoNLL files: train.txt, valid.txt, test.txt.")
@@ -54,8 +49,8 @@ common_flags.define_model_flags(
 common_flags.define_fine_tuning_flags(
     {"train": "Train on the train file.", "eval": "Score the dev file (valid.txt).",
      "predict": "Tag and score the test file (test.txt)."},
-    learning_rate=None, learning_rate_help="Peak learning rate (default 5e-5 fine-tuning, 1e-3 "
-    "with --feature_based).")
+    learning_rate=None, learning_rate_help=f"Peak learning rate (default {ner.LEARNING_RATE:g} "
+    f"fine-tuning, {ner.FEATURE_BASED_LEARNING_RATE:g} with --feature_based).")
 flags.DEFINE_enum("tag_scheme", "auto", conll.TAG_SCHEMES, "Tags of the files: iob1, iob2, auto.")
 flags.DEFINE_bool("document_context", False, "Pack the maximal document context around each "
                   "sentence, as the paper does.")
@@ -75,101 +70,39 @@ flags.DEFINE_string("feature_cache_dir", None, "--feature_based: where features 
 flags.mark_flags_as_required(["data_dir", "output_dir"])
 
 
-def _check_flags(config: BertConfig) -> list[int]:
-    """Checks the flags; returns the feature layers (for --feature_based)."""
-    common_flags.check_fine_tuning_flags(config)
-    if FLAGS.lstm_units < 1:
-        raise ValueError(f"--lstm_units={FLAGS.lstm_units} must be positive")
-    if FLAGS.doc_stride is not None and FLAGS.doc_stride < 1:
-        raise ValueError(f"--doc_stride={FLAGS.doc_stride} must be at least 1")
+def _frozen(config: BertConfig) -> ner_feature_based.FrozenFeatures | None:
+    """--feature_based's frozen features, or None."""
     if not FLAGS.feature_based:
-        return []
-    if FLAGS.doc_stride is not None:
-        raise ValueError("--doc_stride: --feature_based reads each word from one sequence per "
-                         "sentence (long sentences are cut); windows are for the fine-tuned "
-                         "tagger")
-    if not FLAGS.init_checkpoint:
-        raise ValueError("--feature_based needs --init_checkpoint (the encoder to extract from)")
-    try:
-        return parse_layer_indexes(FLAGS.feature_layers, config.num_hidden_layers)
-    except ValueError as error:
-        raise ValueError(f"--feature_layers={FLAGS.feature_layers}: {error}") from None
-
-
-def _label_list(splits: dict[str, tuple[str, conll.ConllData]]) -> list[str]:
-    """Labels from the training file, or as the training run saved them beside the model."""
-    if FLAGS.do_train:
-        return conll.label_list(conll.entity_types(splits["train"][1]))
-    # The fine-tuned tagger's folder; the feature-based tagger is in --output_dir.
-    path = FLAGS.init_checkpoint if FLAGS.init_checkpoint and not FLAGS.feature_based \
-        else FLAGS.output_dir
-    labels = ner.saved_labels(path)
-    if labels is None:
-        raise FileNotFoundError(f"no {conll.LABEL_FILE} beside {path}: without --do_train the "
-                                "labels come from the file the training run wrote beside the "
-                                "model")
-    return labels
-
-
-def _frozen_features(layers: list[int]) -> ner_feature_based.FrozenFeatures:
+        return None
     return ner_feature_based.FrozenFeatures(
-        init_checkpoint=FLAGS.init_checkpoint, vocab_file=common_flags.vocab_file_from_flags(),
-        layers=tuple(layers), do_lower_case=FLAGS.do_lower_case, dtype=FLAGS.dtype,
+        config=config, init_checkpoint=FLAGS.init_checkpoint, feature_layers=FLAGS.feature_layers,
+        vocab_file=common_flags.vocab_file_from_flags(), do_lower_case=FLAGS.do_lower_case,
+        dtype=FLAGS.dtype,
         cache_dir=FLAGS.feature_cache_dir or os.path.join(FLAGS.output_dir, "feature_cache"),
         batch_size=FLAGS.predict_batch_size, batching=common_flags.batching_from_flags())
 
 
+def _settings(config: BertConfig) -> ner.Settings:
+    return ner.Settings(
+        data_dir=FLAGS.data_dir, output_dir=FLAGS.output_dir, max_seq_length=FLAGS.max_seq_length,
+        do_lower_case=FLAGS.do_lower_case, tag_scheme=FLAGS.tag_scheme,
+        document_context=FLAGS.document_context, doc_stride=FLAGS.doc_stride,
+        eval_batch_size=FLAGS.eval_batch_size, predict_batch_size=FLAGS.predict_batch_size,
+        batching=common_flags.batching_from_flags(), init_checkpoint=FLAGS.init_checkpoint,
+        frozen=_frozen(config), lstm_units=FLAGS.lstm_units)
+
+
 def main(_):
     config = common_flags.config_from_flags()
-    layers = _check_flags(config)
-    tokenizer = common_flags.tokenizer_from_flags(config)
-    settings = ner.Settings(FLAGS.max_seq_length, FLAGS.tag_scheme, FLAGS.document_context,
-                            FLAGS.doc_stride)
-    wanted = {"train": FLAGS.do_train, "dev": FLAGS.do_eval, "test": FLAGS.do_predict}
-    splits = ner.read_splits(FLAGS.data_dir, [split for split, on in wanted.items() if on],
-                             FLAGS.tag_scheme)
-    labels = _label_list(splits)
-    features = ner.features(splits, tokenizer, labels, settings,
-                            windowed=not FLAGS.feature_based)
-    tf.io.gfile.makedirs(FLAGS.output_dir)
-    strategy = common_flags.setup_from_flags()
-    learning_rate = FLAGS.learning_rate or (1e-3 if FLAGS.feature_based else 5e-5)
+    common_flags.check_fine_tuning_flags(config)
+    settings = _settings(config)
     # With --feature_based, --init_checkpoint is the frozen encoder, not the tagger's start.
-    run = common_flags.fine_tuning_run(strategy, learning_rate,
-                                       init_checkpoint="" if FLAGS.feature_based else None)
-    frozen = _frozen_features(layers) if FLAGS.feature_based else None
-    task = ner_feature_based.fine_tuning_task(config, len(labels), frozen, FLAGS.lstm_units) \
-        if frozen else ner.fine_tuning_task(config, labels, FLAGS.do_lower_case,
-                                            FLAGS.document_context)
-
-    def words(split: str):
-        return ner_feature_based.word_features(config, splits[split][0], features[split],
-                                               frozen, settings)
-    if FLAGS.do_train:
-        write_text_atomically(os.path.join(FLAGS.output_dir, conll.LABEL_FILE),
-                              "\n".join(labels) + "\n")
-        logging.info("training with learning rate %g", learning_rate)
-        data = ner_feature_based.word_examples(
-            words("train"), ner_feature_based.word_labels(features["train"])) if frozen else \
-            ArrayExamples(features["train"].to_arrays(),
-                          batching=common_flags.batching_from_flags())
-        trained = fine_tuning.train(run, task, data, run.train_steps(data.num_examples))
-    else:
-        trained = fine_tuning.restore(run, task)
-    if not run.is_chief:
-        return
-    for split in ("dev", "test"):
-        if split not in splits:
-            continue
-        batch_size = FLAGS.eval_batch_size if split == "dev" else FLAGS.predict_batch_size
-        if frozen:
-            tags, loss = ner_feature_based.tag(trained.model, words(split), features[split],
-                                               labels, batch_size)
-        else:
-            tags, loss = ner.tag(trained.model, features[split], labels, batch_size,
-                                 common_flags.batching_from_flags())
-        ner.write_evaluation(split, *splits[split], tags, loss, trained.global_step,
-                             FLAGS.output_dir)
+    runner.fine_tune(ner, settings, config, common_flags.tokenizer_from_flags(config),
+                     common_flags.roles_from_flags(),
+                     lambda: common_flags.start_fine_tuning_run(
+                         learning_rate=ner.learning_rate(settings, FLAGS.learning_rate),
+                         init_checkpoint="" if settings.frozen else None),
+                     FLAGS.output_dir)
 
 
 if __name__ == "__main__":

@@ -21,11 +21,9 @@ from utils import tensorflow_startup  # noqa: F401  (first: TensorFlow starts qu
 from utils import entry_point
 
 from absl import flags
-import tensorflow as tf
 
 import common_flags
-from tasks import swag
-from training import fine_tuning
+from tasks import runner, swag
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("data_dir", None, "Folder of the SWAG CSVs: train.csv, val.csv, test.csv.")
@@ -44,27 +42,13 @@ flags.mark_flags_as_required(["data_dir", "output_dir"])
 def main(_):
     config = common_flags.config_from_flags()
     common_flags.check_fine_tuning_flags(config)
-    tokenizer = common_flags.tokenizer_from_flags(config)
-    roles = [role for role in ("train", "eval", "predict") if FLAGS[f"do_{role}"].value]
-    examples = swag.read_splits(FLAGS.data_dir, roles)
-    tf.io.gfile.makedirs(FLAGS.output_dir)
-    strategy = common_flags.setup_from_flags()
-    run = common_flags.fine_tuning_run(strategy)
-    batching = common_flags.batching_from_flags()
-    task = swag.fine_tuning_task(config, FLAGS.do_lower_case)
-    if FLAGS.do_train:
-        data = swag.training_data(examples["train"], tokenizer, FLAGS.max_seq_length, batching)
-        trained = fine_tuning.train(run, task, data, run.train_steps(data.num_examples))
-    else:
-        trained = fine_tuning.restore(run, task)
-    if not run.is_chief:
-        return
-    if FLAGS.do_eval:
-        swag.evaluate(trained.model, examples["eval"], tokenizer, FLAGS.max_seq_length,
-                      FLAGS.eval_batch_size, batching, trained.global_step, FLAGS.output_dir)
-    if FLAGS.do_predict:
-        swag.predict(trained.model, examples["predict"], tokenizer, FLAGS.max_seq_length,
-                     FLAGS.predict_batch_size, batching, FLAGS.output_dir)
+    settings = swag.Settings(
+        data_dir=FLAGS.data_dir, output_dir=FLAGS.output_dir, max_seq_length=FLAGS.max_seq_length,
+        do_lower_case=FLAGS.do_lower_case, eval_batch_size=FLAGS.eval_batch_size,
+        predict_batch_size=FLAGS.predict_batch_size, batching=common_flags.batching_from_flags())
+    runner.fine_tune(swag, settings, config, common_flags.tokenizer_from_flags(config),
+                     common_flags.roles_from_flags(), common_flags.start_fine_tuning_run,
+                     FLAGS.output_dir)
 
 
 if __name__ == "__main__":

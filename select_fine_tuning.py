@@ -11,7 +11,7 @@ its setting (`lr5e-05_bs32_ep3_seed1`), with its log in `run_classifier.log`; th
 `--` go to every run and to the prediction (the grid's own flags are refused there). Rerunning the
 command skips the finished runs and resumes an interrupted one. The report, `selection.md` and
 `selection.json` in --output_dir, holds every run's dev results, mean ± sd per setting, and the
-setting chosen by the paper's rule (the best dev result of any run, `tasks.selection.RULE`); the
+setting chosen by the paper's rule (the best dev result of any run, `selection.grid.RULE`); the
 chosen run's model then predicts the test split into --output_dir/chosen (the GLUE server's
 submission file). More in docs/fine-tuning.md, "Choosing the learning rate as the paper did".
 """
@@ -35,7 +35,7 @@ import tensorflow as tf
 
 from data.classifier import glue_tasks
 from modeling import checkpoints
-from tasks import selection, selection_report
+from selection import grid as selection, report as selection_report
 from training.run_guards import exclusive_output_dir
 from utils.json_files import read_json_object
 from utils.output_files import write_text_atomically, written_together

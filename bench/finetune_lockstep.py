@@ -61,7 +61,7 @@ def train_ours(hf_dir: str, task, head: tuple[np.ndarray, np.ndarray],
     import tensorflow as tf
     from modeling import checkpoints
     from modeling.checkpoints.hf_config import bert_config_from_hf
-    from tasks.classifier import fine_tuning_task
+    from tasks.classifier import Settings, fine_tuning_task
     from training.batching import ArrayExamples
     from training.fine_tuning import warmup_steps
     from training.optimizer import create_optimizer
@@ -71,7 +71,7 @@ def train_ours(hf_dir: str, task, head: tuple[np.ndarray, np.ndarray],
     with open(os.path.join(hf_dir, "config.json"), encoding="utf-8") as f:
         config = dataclasses.replace(bert_config_from_hf(json.load(f)), hidden_dropout_prob=0.0,
                                      attention_probs_dropout_prob=0.0)
-    fine_tuned = fine_tuning_task(task, config, do_lower_case=True)
+    fine_tuned = fine_tuning_task(config, Settings(task, "", work_dir, 128, True))
     num_steps, batch_size = rows.shape
     strategy = tf.distribute.get_strategy()
     with strategy.scope():
@@ -215,7 +215,7 @@ def main() -> None:
     data_dir = prepare_data(args.shared_data, args.work_dir)["rte"]
     task = glue_tasks.get_task("rte")
     tokenizer = tokenization.FullTokenizer(os.path.join(hf_dir, "vocab.txt"), do_lower_case=True)
-    splits = read_splits(task, ("train", "eval"), Settings(data_dir, args.work_dir, 128, True),
+    splits = read_splits(Settings(task, data_dir, args.work_dir, 128, True), ("train", "eval"),
                          tokenizer)
     train, dev = splits["train"].arrays, splits["dev"].arrays
     num_examples = len(train["label_ids"])

@@ -9,7 +9,7 @@ rates, batch 32, 3 epochs, seeds 1 and 2 on RTE (two restarts) and seed 1 on MRP
 - this project: `select_fine_tuning.py` over the grid with `--optimizer=adamw`, the original's,
   which the RTE table of `bench/finetune_optimizers.py` favours (optimizer_results.md);
 - transformers: `bench/hf_finetune.py` (PyTorch's AdamW) at every (rate, seed) of the grid.
-Both sides choose by the rule `select_fine_tuning.py` applies (`tasks.selection.RULE`): the best
+Both sides choose by the rule `select_fine_tuning.py` applies (`selection.grid.RULE`): the best
 dev run of all (RTE accuracy, MRPC F1), the first in the grid's order among equals.
 
 Runs are resumable: select_fine_tuning.py skips its finished runs, and finished transformers runs
@@ -101,7 +101,7 @@ def run_transformers_grid(task: finetune.FineTuneTask, rates: Sequence[str],
 
 
 def best_run(table: Table, rates: Sequence[str], seeds: Sequence[int]) -> dict | None:
-    """The paper's rule over the grid (`tasks.selection.RULE`): the run with the best dev metric,
+    """The paper's rule over the grid (`selection.grid.RULE`): the run with the best dev metric,
     the first in the grid's order (learning rate, then seed) among equals."""
     best = None
     for rate in map(rate_name, rates):

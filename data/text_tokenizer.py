@@ -42,10 +42,11 @@ def read_vocab(vocab_file: str | os.PathLike):
     """`tokenization.load_vocab` of a vocabulary the in-graph tokenizers can pack with, and its
     [UNK], [CLS] and [SEP] ids; a vocabulary without one of them is refused."""
     vocab = tokenization.load_vocab(vocab_file)
-    for special in ("[UNK]", "[CLS]", "[SEP]"):
+    specials = (tokenization.UNK, tokenization.CLS, tokenization.SEP)
+    for special in specials:
         if special not in vocab:
             raise ValueError(f"vocab file {vocab_file} has no {special} token")
-    return vocab, tuple(vocab[t] for t in ("[UNK]", "[CLS]", "[SEP]"))
+    return vocab, tuple(vocab[t] for t in specials)
 
 
 class TextTokenizer(tf.Module):
@@ -74,7 +75,7 @@ class TextTokenizer(tf.Module):
         # Words over 200 characters become [UNK] below; no shorter word is cut by bytes.
         self._wordpiece = tf_text.WordpieceTokenizer(
             self._vocab_table, max_bytes_per_word=_MAX_CHARS_PER_WORD * _MAX_UTF8_BYTES_PER_CHAR,
-            token_out_type=tf.int64, unknown_token="[UNK]")
+            token_out_type=tf.int64, unknown_token=tokenization.UNK)
         self._tables = {key: tf.constant(value) for key, value in character_tables().items()}
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])

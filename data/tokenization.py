@@ -29,6 +29,10 @@ _CASED_MODELS = (
 )
 _UNUSED_TOKEN_RE = re.compile(r"^\[unused\d+\]$")
 
+# The special tokens of BERT's vocabularies, in the order a vocab.txt starts with them.
+PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
+SPECIAL_TOKENS = (PAD, UNK, CLS, SEP, MASK)
+
 # The original's CJK Unified Ideograph blocks; Hangul, Hiragana and Katakana are not in them.
 _CJK_RANGES = (
     (0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
@@ -230,7 +234,7 @@ def _is_preserved(token: str, vocab: Iterable[str]) -> bool:
 class WordpieceTokenizer:
     """Greedy longest-match-first WordPiece; continuation pieces carry a `##` prefix."""
 
-    def __init__(self, vocab: dict[str, int], unk_token: str = "[UNK]",
+    def __init__(self, vocab: dict[str, int], unk_token: str = UNK,
                  max_input_chars_per_word: int = 200):
         self.vocab = vocab
         self.unk_token = unk_token

@@ -24,7 +24,7 @@ from typing import Iterable, Iterator, Sequence
 from data import tokenization
 from utils.output_files import write_text_atomically
 
-SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+SPECIAL_TOKENS = tokenization.SPECIAL_TOKENS
 
 
 @dataclasses.dataclass(frozen=True)

@@ -20,6 +20,7 @@ import os
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from data import tokenization
 from data.segment_layout import pack_segments
 from data.text_tokenizer import read_vocab
 
@@ -47,7 +48,7 @@ class LiteTokenizer(tf.Module):
         self._normalizer = tf_text.FastBertNormalizer(lower_case_nfd_strip_accents=do_lower_case)
         self._wordpiece = tf_text.FastWordpieceTokenizer(
             [by_id[i] for i in range(len(by_id))], token_out_type=tf.int32,
-            unknown_token="[UNK]", max_bytes_per_word=_MAX_BYTES_PER_WORD)
+            unknown_token=tokenization.UNK, max_bytes_per_word=_MAX_BYTES_PER_WORD)
 
     def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
         """Wordpiece ids of `texts` (tf.string [B]): int32 RaggedTensor [B, (tokens)]."""

@@ -26,7 +26,7 @@ from modeling.text_heads import MaskedTokenPredictor, SentenceEncoder
 from data.segment_layout import SegmentLayout
 
 TEXT = tf.TensorSpec([None], tf.string)
-MASK = "[MASK]"
+MASK = tokenization.MASK
 _HUB_NAMES = (("input_word_ids", "input_ids"), ("input_mask", "input_mask"),
               ("input_type_ids", "segment_ids"))
 

@@ -3,7 +3,7 @@
 Examples -> features (`data.classifier`), the classifier with its loss, dev scores
 (`eval_results.txt`), test predictions (`test_results.tsv` and the GLUE server's submission file),
 the best model of `--eval_every_epoch`, and `TextClassifier` for new text, which reads a text longer
-than a sequence in overlapping windows (`data.windows.pair_windows`) and averages their answers.
+than a sequence in overlapping windows (`data.features.text_windows`) and averages their answers.
 """
 from __future__ import annotations
 
@@ -18,14 +18,12 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from data import tokenization, windows
+from data import features as model_inputs, tokenization
 from data.classifier import glue_tasks
 from data.classifier.features import (InputExample, convert_examples_to_features,
-                                      features_to_arrays, truncate_seq_pair)
+                                      features_to_arrays)
 from data.classifier.glue_submission import write_submission, write_test_results
 from data.classifier.metrics import loss_metrics, task_metrics
-from data.feature_extraction import ExtractionFeatures, text_example
-from data.feature_extraction import features_to_arrays as text_arrays
 from modeling import losses
 from modeling.config import BertConfig
 from modeling.task_models import BertClassifier
@@ -46,6 +44,7 @@ BEST_DIR = "best"
 class Settings:
     """What a run reads and writes besides its model (run_classifier.py's flags)."""
 
+    task: glue_tasks.GlueTask
     data_dir: str
     output_dir: str
     max_seq_length: int
@@ -54,6 +53,8 @@ class Settings:
     predict_batch_size: int = 8
     batching: Batching = Batching()
     xnli_language: str = "zh"
+    # Score dev after each epoch and keep the best model in output_dir/best.
+    eval_every_epoch: bool = False
 
 
 class Split(NamedTuple):
@@ -64,21 +65,27 @@ class Split(NamedTuple):
     arrays: dict[str, np.ndarray]
 
 
-def check_roles(task: glue_tasks.GlueTask, roles: dict[str, bool]) -> None:
-    """Each wanted role ("train", "eval", "predict") has a split in the task."""
-    for role, wanted in roles.items():
-        if wanted and not task.splits_for(role):
+def _check_roles(task: glue_tasks.GlueTask, roles: Sequence[str], eval_every_epoch: bool) -> None:
+    """Each role ("train", "eval", "predict") has a split in the task."""
+    for role in roles:
+        if not task.splits_for(role):
             raise ValueError(f"--do_{role}: task {task.name!r} has no {role} split (its splits: "
                              f"{', '.join(s.name for s in task.splits)})")
+    if eval_every_epoch and not ("train" in roles and task.splits_for("eval")):
+        raise ValueError("--eval_every_epoch needs --do_train and a task with a dev split")
 
 
-def read_splits(task: glue_tasks.GlueTask, roles: Sequence[str], settings: Settings,
+def read_splits(settings: Settings, roles: Sequence[str],
                 tokenizer: tokenization.FullTokenizer) -> dict[str, Split]:
-    """Reads and featurises every split of `roles`, so that bad input fails before anything is
-    written (and each split is tokenised once).
+    """Reads and featurises every split of `roles` (and dev, for `eval_every_epoch`), so that
+    bad input fails before anything is written (and each split is tokenised once).
 
     An optional split whose file is absent (MNLI's mismatched files) is left out, with a log line.
     """
+    task = settings.task
+    _check_roles(task, roles, settings.eval_every_epoch)
+    if settings.eval_every_epoch and "eval" not in roles:
+        roles = [*roles, "eval"]
     splits = {}
     for spec in (spec for role in roles for spec in task.splits_for(role)):
         path = glue_tasks.split_path(task, settings.data_dir, spec.name, settings.xnli_language)
@@ -101,10 +108,12 @@ def read_splits(task: glue_tasks.GlueTask, roles: Sequence[str], settings: Setti
     return splits
 
 
-def fine_tuning_task(task: glue_tasks.GlueTask, config: BertConfig,
-                     do_lower_case: bool) -> fine_tuning.FineTuningTask:
+def fine_tuning_task(config: BertConfig, settings: Settings,
+                     splits: dict[str, Split] | None = None) -> fine_tuning.FineTuningTask:
     """The classifier, its loss (cross-entropy, or squared error for regression) and its saver
     (the task's label names in `model_spec.json`)."""
+    del splits  # a GLUE task's labels are its table row's
+    task = settings.task
     loss = losses.mean_squared_error if task.is_regression else losses.mean_cross_entropy
 
     def loss_fn(outputs, batch, normaliser):
@@ -115,18 +124,18 @@ def fine_tuning_task(task: glue_tasks.GlueTask, config: BertConfig,
         head=f"a classifier of {task.num_labels} labels: output_weights [{task.num_labels}, "
              f"{config.hidden_size}]",
         save=functools.partial(fine_tuning.save_fine_tuned, labels=task.labels or None,
-                               do_lower_case=do_lower_case))
+                               do_lower_case=settings.do_lower_case))
 
 
-def train(run: fine_tuning.FineTuningRun, task: glue_tasks.GlueTask, config: BertConfig,
-          splits: dict[str, Split], settings: Settings,
-          eval_every_epoch: bool = False) -> fine_tuning.Trained:
+def train(run: fine_tuning.FineTuningRun, config: BertConfig, settings: Settings,
+          splits: dict[str, Split]) -> fine_tuning.Trained:
     """Fine-tunes on the train split; with `eval_every_epoch`, scores dev after each epoch and
     keeps the best model in `output_dir/best`."""
-    fine_tuned = fine_tuning_task(task, config, settings.do_lower_case)
+    task = settings.task
+    fine_tuned = fine_tuning_task(config, settings)
     data = ArrayExamples(splits["train"].arrays, batching=settings.batching)
     steps = run.train_steps(data.num_examples)
-    if not eval_every_epoch:
+    if not settings.eval_every_epoch:
         return fine_tuning.train(run, fine_tuned, data, steps)
     dev = splits[task.splits_for("eval")[0].name]
     best = [_previous_best(task, settings.output_dir) if resumes(settings.output_dir) else None]
@@ -159,7 +168,7 @@ def _evaluate_epoch(trained: fine_tuning.Trained, fine_tuned: fine_tuning.FineTu
                     task: glue_tasks.GlueTask, dev: Split, epoch: int, best: float | None,
                     settings: Settings) -> float | None:
     """Scores dev after an epoch and copies the model to output_dir/best when it is the best yet."""
-    results = evaluate(trained.model, task, dev, trained.global_step, settings, epoch)
+    results = _evaluate_split(trained.model, dev, trained.global_step, settings, epoch)
     value = results[MAIN_METRIC[task.metric]]
     if best is None or math.isnan(best) or value > best:
         logging.info("epoch %d: best %s so far (%s); writing %s/", epoch,
@@ -171,10 +180,19 @@ def _evaluate_epoch(trained: fine_tuning.Trained, fine_tuned: fine_tuning.FineTu
     return best
 
 
-def evaluate(model: keras.Model, task: glue_tasks.GlueTask, split: Split, global_step: int,
-             settings: Settings, epoch: int | None = None) -> dict:
+def evaluate(model: keras.Model, settings: Settings, splits: dict[str, Split],
+             global_step: int) -> dict:
+    """Scores every dev split read (MNLI's matched and mismatched); returns the first's results."""
+    found = [_evaluate_split(model, splits[spec.name], global_step, settings)
+             for spec in settings.task.splits_for("eval") if spec.name in splits]
+    return found[0]
+
+
+def _evaluate_split(model: keras.Model, split: Split, global_step: int, settings: Settings,
+                    epoch: int | None = None) -> dict:
     """Scores a dev split: `eval_results{suffix}.txt` (`..._epoch_N.txt` after an epoch) and
     TensorBoard scalars in `eval{suffix}/`."""
+    task = settings.task
     suffix = split.spec.results_suffix
     epoch_suffix = "" if epoch is None else f"_epoch_{epoch}"
     path = os.path.join(settings.output_dir, f"eval_results{suffix}{epoch_suffix}.txt")
@@ -198,10 +216,19 @@ def evaluate(model: keras.Model, task: glue_tasks.GlueTask, split: Split, global
     return results
 
 
-def predict(model: keras.Model, task: glue_tasks.GlueTask, split: Split,
-            settings: Settings) -> None:
+def predict(model: keras.Model, settings: Settings, splits: dict[str, Split],
+            global_step: int) -> None:
+    """Predicts every test split read (`_predict_split`)."""
+    del global_step
+    for spec in settings.task.splits_for("predict"):
+        if spec.name in splits:
+            _predict_split(model, splits[spec.name], settings)
+
+
+def _predict_split(model: keras.Model, split: Split, settings: Settings) -> None:
     """test_results{suffix}.tsv: class probabilities [N, num_labels], or scores for regression;
     and the GLUE server's submission file."""
+    task = settings.task
     logits = fine_tuning.predict(model, split.arrays, settings.predict_batch_size,
                                  settings.batching)["logits"]
     outputs = logits[:, 0] if task.is_regression else tf.nn.softmax(logits, axis=-1).numpy()
@@ -222,29 +249,6 @@ class Classified:
     label: str | None
     probabilities: dict[str, float] | None
     prediction: float | None = None
-
-
-def text_windows(number: int, text: str, max_seq_length: int,
-                 tokenizer: tokenization.FullTokenizer,
-                 doc_stride: int | None = None) -> list[ExtractionFeatures]:
-    """A line's sequences: `[CLS] A [SEP] (B [SEP])` as the original builds it when it fits, else
-    one per window of `data.windows.pair_windows` (a pair too long for windows of both sides is
-    truncated longest-first, as the original truncates)."""
-    example = text_example(number, text)
-    tokens_a = tokenizer.tokenize(example.text_a)
-    tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else []
-    room = max_seq_length - (3 if tokens_b else 2)
-    if tokens_b and room < 2:
-        truncate_seq_pair(tokens_a, tokens_b, room)
-    found = []
-    for window_a, window_b in windows.pair_windows(tokens_a, tokens_b, room, doc_stride):
-        tokens = ["[CLS]", *window_a, "[SEP]"] + ([*window_b, "[SEP]"] if window_b else [])
-        segment_ids = [0] * (len(window_a) + 2) + [1] * (len(tokens) - len(window_a) - 2)
-        padding = [0] * (max_seq_length - len(tokens))
-        found.append(ExtractionFeatures(
-            number, tokens, tokenizer.convert_tokens_to_ids(tokens) + padding,
-            [1] * len(tokens) + padding, segment_ids + padding))
-    return found
 
 
 class TextClassifier(TextModel):
@@ -290,8 +294,8 @@ class TextClassifier(TextModel):
         return cls(loaded.model, tokenizer, loaded.labels, **kwargs)
 
     def __call__(self, texts: Sequence[str]) -> list[Classified]:
-        found = [text_windows(number, text, self.max_seq_length, self.tokenizer, self.doc_stride)
-                 for number, text in enumerate(texts)]
+        found = [model_inputs.text_windows(text, self.tokenizer, self.max_seq_length,
+                                           self.doc_stride) for text in texts]
         if not found:
             return []
         windowed = [len(sequences) for sequences in found if len(sequences) > 1]
@@ -299,7 +303,7 @@ class TextClassifier(TextModel):
             logging.info("%d of %d texts were longer than max_seq_length=%d: read in %d windows, "
                          "their answers averaged", len(windowed), len(texts),
                          self.max_seq_length, sum(windowed))
-        logits = self._predict(self.model, text_arrays(
+        logits = self._predict(self.model, model_inputs.stack(
             [sequence for sequences in found for sequence in sequences]))["logits"]
         regression = self.model.num_labels == 1
         outputs = logits if regression else tf.nn.softmax(logits, axis=-1).numpy()

@@ -12,7 +12,7 @@ import keras
 import numpy as np
 
 from data import tokenization
-from data.feature_extraction import features_to_arrays
+from data import features as model_inputs
 from modeling import checkpoints
 from modeling.encoder import encoder_of
 from modeling.text_heads import POOLINGS, SentenceEncoder
@@ -116,4 +116,4 @@ class SentenceEmbedder(TextModel):
         features = self._features(texts, self.tokenizer)
         if not features:
             return np.zeros((0, self.model.encoder.config.hidden_size), np.float32)
-        return self._predict(self.model, features_to_arrays(features))["embedding"]
+        return self._predict(self.model, model_inputs.stack(features))["embedding"]

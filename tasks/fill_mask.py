@@ -10,14 +10,13 @@ from typing import Sequence
 import keras
 import numpy as np
 
-from data import tokenization
-from data.feature_extraction import features_to_arrays
+from data import features as model_inputs, tokenization
 from modeling import checkpoints
 from modeling.text_heads import MaskedTokenPredictor
 from tasks.text_model import TextModel, checked_lower_case
 from training.batching import Batching
 
-MASK = "[MASK]"
+MASK = tokenization.MASK
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,7 +87,7 @@ class FillMask(TextModel):
         features = self._features(texts, _MaskKeepingTokenizer(self.tokenizer))
         positions = [[i for i, token in enumerate(f.tokens) if token == MASK] for f in features]
         slots = max((len(p) for p in positions), default=0) or 1
-        arrays = features_to_arrays(features)
+        arrays = model_inputs.stack(features)
         arrays["masked_lm_positions"] = np.array(
             [p + [0] * (slots - len(p)) for p in positions], np.int32).reshape(-1, slots)
         if top_k not in self._predictors:

@@ -5,14 +5,15 @@ the tags (`data.ner`), the token classifier and its loss over those pieces, the 
 evaluation and its files, and `EntityTagger` for new text. Training cuts a sentence longer than a
 sequence; tagging (dev, test, new text) cuts it into overlapping windows and takes each word's tag
 from the window where its first piece has the most context (`data.windows`, SQuAD's rule). The
-feature-based mode (BERT frozen, a BiLSTM on its features) is `tasks.ner_feature_based`.
+feature-based mode (BERT frozen, a BiLSTM on its features) runs its helpers in
+`tasks.ner_feature_based`.
 """
 from __future__ import annotations
 
 import dataclasses
 import functools
 import os
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 from absl import logging
 import keras
@@ -24,28 +25,86 @@ from data.ner import conll, features as ner_features, metrics
 from modeling import losses
 from modeling.config import BertConfig
 from modeling.task_models import BertTokenClassifier
+from tasks import ner_feature_based as feature_based
 from tasks.text_model import TextModel, model_folder, read_fine_tuned
 from training import fine_tuning
-from training.batching import FIXED, Batching
-from utils.output_files import write_eval_results, written_together
+from training.batching import FIXED, ArrayExamples, Batching
+from utils.output_files import write_eval_results, write_text_atomically, written_together
 
 # The file names of each split, in the order they are looked for.
 FILES = {"train": ("train.txt", "eng.train"),
          "dev": ("valid.txt", "dev.txt", "testa.txt", "eng.testa"),
          "test": ("test.txt", "testb.txt", "eng.testb")}
 RESULTS = {"dev": "eval_results.txt", "test": "test_results.txt"}
+# The split each role reads: --do_eval scores dev, --do_predict tags and scores test.
+SPLIT_OF_ROLE = {"train": "train", "eval": "dev", "predict": "test"}
+# The paper's fine-tuning rate, and the rate of the BiLSTM trained on frozen features.
+LEARNING_RATE = 5e-5
+FEATURE_BASED_LEARNING_RATE = 1e-3
 
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
-    """How sentences become sequences (run_ner.py's flags)."""
+    """What a run reads and writes besides its model (run_ner.py's flags).
 
+    Attributes:
+        data_dir: the folder of the CoNLL files (`FILES`).
+        output_dir: where results, predictions and the model go.
+        max_seq_length: tokens per sequence.
+        do_lower_case: the tokenizer's casing.
+        tag_scheme: the files' tags: iob1, iob2 or auto.
+        document_context: pack each sentence amid its document's neighbours.
+        doc_stride: tokens between the windows of a dev or test sentence longer than a sequence;
+            None: half a window (`tagging_stride`).
+        eval_batch_size, predict_batch_size: batch sizes for dev and test.
+        batching: how batches are padded.
+        init_checkpoint: without training, the fine-tuned tagger, beside which its labels are.
+        frozen: the frozen features of `--feature_based` (BERT frozen, a BiLSTM trained on its
+            features); None: the whole tagger is fine-tuned.
+        lstm_units: units of each LSTM direction (`frozen` only).
+    """
+
+    data_dir: str
+    output_dir: str
     max_seq_length: int = 128
+    do_lower_case: bool = False
     tag_scheme: str = "auto"
     document_context: bool = False
-    # Tokens between the windows of a dev or test sentence longer than a sequence; None: half a
-    # window (`tagging_stride`).
     doc_stride: int | None = None
+    eval_batch_size: int = 8
+    predict_batch_size: int = 8
+    batching: Batching = Batching()
+    init_checkpoint: str | None = None
+    frozen: feature_based.FrozenFeatures | None = None
+    lstm_units: int = 768
+
+    def check(self) -> None:
+        """Raises ValueError for a stride or LSTM size below 1, or windows with frozen features
+        (each word is read from one sequence there; long sentences are cut)."""
+        if self.lstm_units < 1:
+            raise ValueError(f"--lstm_units={self.lstm_units} must be positive")
+        if self.doc_stride is not None and self.doc_stride < 1:
+            raise ValueError(f"--doc_stride={self.doc_stride} must be at least 1")
+        if self.frozen is None:
+            return
+        if self.doc_stride is not None:
+            raise ValueError("--doc_stride: --feature_based reads each word from one sequence "
+                             "per sentence (long sentences are cut); windows are for the "
+                             "fine-tuned tagger")
+        self.frozen.check()
+
+    @property
+    def sequences(self) -> dict:
+        """How sentences become sequences (the frozen features' cache is keyed on it)."""
+        return {"tag_scheme": self.tag_scheme, "max_seq_length": self.max_seq_length,
+                "document_context": self.document_context}
+
+
+def learning_rate(settings: Settings, given: float | None) -> float:
+    """`given`, else the default of the mode (`LEARNING_RATE`, `FEATURE_BASED_LEARNING_RATE`)."""
+    if given:
+        return given
+    return FEATURE_BASED_LEARNING_RATE if settings.frozen else LEARNING_RATE
 
 
 def tagging_stride(max_seq_length: int, doc_stride: int | None) -> int:
@@ -59,6 +118,21 @@ def tagging_stride(max_seq_length: int, doc_stride: int | None) -> int:
     return doc_stride or windows.default_stride(max_seq_length - 2)
 
 
+class Split(NamedTuple):
+    """A CoNLL file read for the run: its path, sentences and sequences."""
+
+    path: str
+    data: conll.ConllData
+    features: ner_features.NerFeatures
+
+
+class Splits(NamedTuple):
+    """The run's tag set (`labels`, in class-index order) and its splits by role."""
+
+    labels: list[str]
+    by_role: dict[str, Split]
+
+
 def split_path(data_dir: str, split: str) -> str:
     for name in FILES[split]:
         path = os.path.join(data_dir, name)
@@ -68,17 +142,51 @@ def split_path(data_dir: str, split: str) -> str:
                             f"{', '.join(FILES[split])})")
 
 
-def read_splits(data_dir: str, splits: Sequence[str], tag_scheme: str
-                ) -> dict[str, tuple[str, conll.ConllData]]:
-    """Reads every split's file, so that bad input fails before anything is written."""
-    found = {}
-    for split in splits:
-        path = split_path(data_dir, split)
-        found[split] = (path, conll.read_conll_file(path, tag_scheme))
-        if not found[split][1].sentences:
+def read_splits(settings: Settings, roles: Sequence[str],
+                tokenizer: tokenization.FullTokenizer) -> Splits:
+    """Reads every role's file and makes its sequences, so that bad input (a tag outside the
+    labels among them) fails before anything is written.
+
+    The labels are the training file's, or without training those the training run wrote beside
+    the model (`label_list.txt`). The train split's long sentences are cut; dev's and test's are
+    windows, except with frozen features (each word is read from one sequence).
+    """
+    settings.check()
+    read = {}
+    for role in roles:
+        split = SPLIT_OF_ROLE[role]
+        path = split_path(settings.data_dir, split)
+        read[role] = (path, conll.read_conll_file(path, settings.tag_scheme))
+        if not read[role][1].sentences:
             raise ValueError(f"{path}: no sentences in the {split} file (empty, or only "
                              "-DOCSTART- lines)")
-    return found
+    labels = conll.label_list(conll.entity_types(read["train"][1])) if "train" in read \
+        else _labels_beside_model(settings)
+    stride = tagging_stride(settings.max_seq_length, settings.doc_stride)
+    by_role = {}
+    for role, (path, data) in read.items():
+        windowed = role != "train" and settings.frozen is None
+        try:
+            found = ner_features.convert_documents_to_features(
+                data.documents, tokenizer, labels, settings.max_seq_length,
+                settings.document_context, stride if windowed else None)
+        except ValueError as error:
+            raise ValueError(f"{path}: {error}") from None
+        by_role[role] = Split(path, data, found)
+    return Splits(labels, by_role)
+
+
+def _labels_beside_model(settings: Settings) -> list[str]:
+    """The labels a training run saved: beside the fine-tuned tagger (--init_checkpoint), or in
+    --output_dir for the frozen features' tagger and when no checkpoint is named."""
+    path = settings.output_dir if settings.frozen or not settings.init_checkpoint \
+        else settings.init_checkpoint
+    labels = saved_labels(path)
+    if labels is None:
+        raise FileNotFoundError(f"no {conll.LABEL_FILE} beside {path}: without --do_train the "
+                                "labels come from the file the training run wrote beside the "
+                                "model")
+    return labels
 
 
 def saved_labels(path: str) -> list[str] | None:
@@ -90,43 +198,50 @@ def saved_labels(path: str) -> list[str] | None:
         return [line.strip() for line in f if line.strip()]
 
 
-def features(splits: dict[str, tuple[str, conll.ConllData]],
-             tokenizer: tokenization.FullTokenizer, labels: Sequence[str],
-             settings: Settings, windowed: bool = True) -> dict[str, ner_features.NerFeatures]:
-    """Every split's features, made before anything is written (a tag outside the labels fails).
-
-    The train split's long sentences are cut; dev's and test's are windows, unless not
-    `windowed` (the feature-based tagger's words are read from one sequence each).
-    """
-    stride = tagging_stride(settings.max_seq_length, settings.doc_stride)
-    found = {}
-    for split, (path, data) in splits.items():
-        try:
-            found[split] = ner_features.convert_documents_to_features(
-                data.documents, tokenizer, labels, settings.max_seq_length,
-                settings.document_context, stride if windowed and split != "train" else None)
-        except ValueError as error:
-            raise ValueError(f"{path}: {error}") from None
-    return found
-
-
 def loss_fn(outputs, batch, normaliser):
     """Cross-entropy over the labelled pieces (label id -1 elsewhere)."""
     count = normaliser.global_sum(tf.reduce_sum(tf.cast(batch["label_ids"] >= 0, tf.float32)))
     return {"loss": losses.token_cross_entropy(outputs["logits"], batch["label_ids"], count)}
 
 
-def fine_tuning_task(config: BertConfig, labels: Sequence[str], do_lower_case: bool,
-                     document_context: bool = False) -> fine_tuning.FineTuningTask:
+def fine_tuning_task(config: BertConfig, settings: Settings,
+                     splits: Splits) -> fine_tuning.FineTuningTask:
     """The token classifier (`cls/token_classifier/...`), saved with its labels; with
     `document_context` (each sentence amid unlabelled context), trained on the labelled pieces
-    only (`BertTokenClassifier`'s `labelled_pieces_only`)."""
+    only (`BertTokenClassifier`'s `labelled_pieces_only`). With frozen features, the BiLSTM
+    tagger (`tasks.ner_feature_based`)."""
+    labels = splits.labels
+    if settings.frozen:
+        return feature_based.fine_tuning_task(config, len(labels), settings.frozen,
+                                              settings.lstm_units, loss_fn)
     return fine_tuning.FineTuningTask(
-        lambda: BertTokenClassifier(config, len(labels), labelled_pieces_only=document_context),
+        lambda: BertTokenClassifier(config, len(labels),
+                                    labelled_pieces_only=settings.document_context),
         loss_fn,
         head=f"a tagger of {len(labels)} labels: cls/token_classifier/output_weights",
         save=functools.partial(fine_tuning.save_fine_tuned, labels=list(labels),
-                               do_lower_case=do_lower_case))
+                               do_lower_case=settings.do_lower_case))
+
+
+def _words(settings: Settings, split: Split):
+    return feature_based.word_features(split.path, split.features, settings.frozen,
+                                       settings.sequences)
+
+
+def train(run: fine_tuning.FineTuningRun, config: BertConfig, settings: Settings,
+          splits: Splits) -> fine_tuning.Trained:
+    """Fine-tunes the tagger (or trains the BiLSTM on frozen features) on the train file;
+    writes the labels beside the model (`label_list.txt`)."""
+    write_text_atomically(os.path.join(settings.output_dir, conll.LABEL_FILE),
+                          "\n".join(splits.labels) + "\n")
+    train_split = splits.by_role["train"]
+    if settings.frozen:
+        data = feature_based.word_examples(_words(settings, train_split),
+                                           feature_based.word_labels(train_split.features))
+    else:
+        data = ArrayExamples(train_split.features.to_arrays(), batching=settings.batching)
+    return fine_tuning.train(run, fine_tuning_task(config, settings, splits), data,
+                             run.train_steps(data.num_examples))
 
 
 def tag(model: keras.Model, found: ner_features.NerFeatures, labels: Sequence[str],
@@ -136,6 +251,30 @@ def tag(model: keras.Model, found: ner_features.NerFeatures, labels: Sequence[st
                                  batching)["logits"]                         # [N, T, K]
     loss = float(losses.token_cross_entropy(logits, found.label_ids))
     return ner_features.predicted_word_tags(found, np.argmax(logits, -1), labels), loss
+
+
+def _score(model: keras.Model, settings: Settings, splits: Splits, role: str, batch_size: int,
+           global_step: int) -> dict:
+    """Tags a split and writes its evaluation (`write_evaluation`); returns the results."""
+    split = splits.by_role[role]
+    if settings.frozen:
+        tags, loss = feature_based.tag(model, _words(settings, split),
+                                       split.features, splits.labels, batch_size)
+    else:
+        tags, loss = tag(model, split.features, splits.labels, batch_size, settings.batching)
+    return write_evaluation(SPLIT_OF_ROLE[role], split.path, split.data, tags, loss, global_step,
+                            settings.output_dir)
+
+
+def evaluate(model: keras.Model, settings: Settings, splits: Splits, global_step: int) -> dict:
+    """Tags and scores the dev file: eval_results.txt, conlleval_dev.txt, predictions_dev.txt."""
+    return _score(model, settings, splits, "eval", settings.eval_batch_size, global_step)
+
+
+def predict(model: keras.Model, settings: Settings, splits: Splits, global_step: int) -> None:
+    """Tags and scores the test file: test_results.txt, conlleval_test.txt,
+    predictions_test.txt."""
+    _score(model, settings, splits, "predict", settings.predict_batch_size, global_step)
 
 
 def _results(evaluation: metrics.NerEvaluation, loss: float, global_step: int) -> dict:
@@ -152,18 +291,19 @@ def _results(evaluation: metrics.NerEvaluation, loss: float, global_step: int) -
 
 
 def write_evaluation(split: str, path: str, data: conll.ConllData, tags: list[list[str]],
-                     loss: float, global_step: int, output_dir: str) -> None:
+                     loss: float, global_step: int, output_dir: str) -> dict:
     """predictions_{split}.txt, conlleval_{split}.txt and eval/test_results.txt; the conlleval
-    report is printed too."""
+    report is printed too. Returns the results."""
     sentences = data.sentences
     evaluation = metrics.evaluate_ner([s.tags for s in sentences], tags)
+    results = _results(evaluation, loss, global_step)
     with written_together():
         ner_features.write_conll_predictions(
             os.path.join(output_dir, f"predictions_{split}.txt"), sentences, tags)
         metrics.write_report(os.path.join(output_dir, f"conlleval_{split}.txt"), evaluation)
-        write_eval_results(os.path.join(output_dir, RESULTS[split]),
-                           _results(evaluation, loss, global_step))
+        write_eval_results(os.path.join(output_dir, RESULTS[split]), results)
     print(f"***** {split} ({path}) *****\n{metrics.format_report(evaluation)}", flush=True)
+    return results
 
 
 @dataclasses.dataclass(frozen=True)

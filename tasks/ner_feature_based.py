@@ -3,7 +3,7 @@
 The concatenated activations of some encoder layers at each word's first piece, computed once and
 cached (`data.ner.feature_cache`), feed a two-layer BiLSTM and a classifier
 (`modeling.bilstm_tagger`), which alone are trained. The sequences, labels and evaluation files
-are the fine-tuned tagger's (`tasks.ner`).
+are the fine-tuned tagger's (`tasks.ner`, which runs this mode for `run_ner.py --feature_based`).
 """
 from __future__ import annotations
 
@@ -15,29 +15,56 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
+from data.feature_extraction import parse_layer_indexes
 from data.ner import feature_cache, features as ner_features
 from modeling import checkpoints, losses
 from modeling.bilstm_tagger import BiLstmTagger
 from modeling.config import BertConfig
 from modeling.encoder import BertEncoder
 from modeling.task_models import ENCODER_INPUTS
-from tasks import ner
 from training import fine_tuning, prediction
+from training.trainer import LossFn
 from training.batching import ArrayExamples, Batching, HostExamples
 
 
 @dataclasses.dataclass(frozen=True)
 class FrozenFeatures:
-    """Where the features come from and what their cache is keyed on."""
+    """Where the features come from and what their cache is keyed on.
 
-    init_checkpoint: str
+    Attributes:
+        config: the encoder's config.
+        init_checkpoint: the encoder to extract from (--init_checkpoint).
+        feature_layers: the encoder layers concatenated, `"-1,-2,-3,-4"` (-1 is the last).
+        vocab_file, do_lower_case: the tokenizer's.
+        cache_dir: where the features are cached.
+        dtype: the dtype policy they are computed in.
+        batch_size, batching: how the encoder is run over the sequences.
+    """
+
+    config: BertConfig
+    init_checkpoint: str | None
+    feature_layers: str
     vocab_file: str
-    layers: tuple[int, ...]
     cache_dir: str
     do_lower_case: bool
     dtype: str
     batch_size: int
     batching: Batching = Batching()
+
+    def check(self) -> None:
+        """Raises ValueError without an encoder to extract from, or for layers the model lacks."""
+        if not self.init_checkpoint:
+            raise ValueError("--feature_based needs --init_checkpoint (the encoder to extract "
+                             "from)")
+        if not self.layers:
+            raise ValueError(f"--feature_layers={self.feature_layers} names no layer")
+
+    @property
+    def layers(self) -> tuple[int, ...]:
+        try:
+            return tuple(parse_layer_indexes(self.feature_layers, self.config.num_hidden_layers))
+        except ValueError as error:
+            raise ValueError(f"--feature_layers={self.feature_layers}: {error}") from None
 
 
 def frozen_encoder(config: BertConfig, init_checkpoint: str) -> BertEncoder:
@@ -48,7 +75,7 @@ def frozen_encoder(config: BertConfig, init_checkpoint: str) -> BertEncoder:
 
 
 def fine_tuning_task(config: BertConfig, num_labels: int, frozen: FrozenFeatures,
-                     lstm_units: int) -> fine_tuning.FineTuningTask:
+                     lstm_units: int, loss_fn: LossFn) -> fine_tuning.FineTuningTask:
     """The BiLSTM tagger over frozen features: it starts from random values (nothing pretrained
     to load) and is kept in the training checkpoints; `model.ckpt` is the frozen encoder."""
     def save(trained: fine_tuning.Trained, output_dir: str) -> None:
@@ -60,33 +87,34 @@ def fine_tuning_task(config: BertConfig, num_labels: int, frozen: FrozenFeatures
     return fine_tuning.FineTuningTask(
         lambda: BiLstmTagger(len(frozen.layers) * config.hidden_size, num_labels,
                              lstm_units=lstm_units),
-        ner.loss_fn, head="the BiLSTM tagger trained there", initialise=None, save=save)
+        loss_fn, head="the BiLSTM tagger trained there", initialise=None, save=save)
 
 
-def word_features(config: BertConfig, path: str, found: ner_features.NerFeatures,
-                  frozen: FrozenFeatures, settings: ner.Settings) -> feature_cache.WordFeatures:
-    """The features of every word of the split in `path`, from the cache when it has them."""
+def word_features(path: str, found: ner_features.NerFeatures, frozen: FrozenFeatures,
+                  sequences: dict) -> feature_cache.WordFeatures:
+    """The features of every word of the split in `path`, from the cache when it has them.
+
+    `sequences`: how the file's sentences became `found` (tag scheme, sequence length, document
+    context), part of the cache's key."""
     parts = {"checkpoint": feature_cache.file_digest(
                  checkpoints.resolve_checkpoint_prefix(frozen.init_checkpoint) + ".index"),
-             "bert_config": config.to_dict(), "vocab": feature_cache.file_digest(frozen.vocab_file),
+             "bert_config": frozen.config.to_dict(), "vocab": feature_cache.file_digest(frozen.vocab_file),
              "data": feature_cache.file_digest(path), "do_lower_case": frozen.do_lower_case,
-             "tag_scheme": settings.tag_scheme, "layers": list(frozen.layers),
-             "max_seq_length": settings.max_seq_length,
-             "document_context": settings.document_context, "dtype": frozen.dtype}
+             **sequences, "layers": list(frozen.layers), "dtype": frozen.dtype}
 
     def encode():
         def chosen_layers(outputs, batch):
             return {"features": tf.cast(tf.concat(
                 [outputs["encoder_outputs"][i] for i in frozen.layers], axis=-1), tf.float32)}
         for outputs in prediction.predict_batches(
-                frozen_encoder(config, frozen.init_checkpoint),
+                frozen_encoder(frozen.config, frozen.init_checkpoint),
                 ArrayExamples(found.to_arrays(), ENCODER_INPUTS, frozen.batching),
                 frozen.batch_size, chosen_layers):
             yield outputs["features"]
 
     return feature_cache.cached_word_features(
         frozen.cache_dir, feature_cache.cache_key(parts), {**parts, "data_file": path}, encode,
-        found.word_positions, len(frozen.layers) * config.hidden_size)
+        found.word_positions, len(frozen.layers) * frozen.config.hidden_size)
 
 
 def word_labels(found: ner_features.NerFeatures) -> np.ndarray:

@@ -10,9 +10,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import random
 import re
 import time
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 from absl import logging
 import keras
@@ -20,7 +21,8 @@ import numpy as np
 
 from data import tokenization
 from data.squad import metrics as squad_metrics
-from data.squad.examples import SquadExample, split_context
+from data.squad.examples import (SquadExample, load_squad_json, read_squad_examples,
+                                 split_context)
 from data.squad.features import (check_window_settings, convert_examples_to_features,
                                  features_to_arrays)
 from data.squad.predictions import (RawResult, SquadPredictions, compute_predictions,
@@ -65,6 +67,66 @@ class AnswerRules:
     null_score_diff_threshold: float = 0.0
 
 
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """What a run reads and writes besides its model (run_squad.py's flags)."""
+
+    output_dir: str
+    train_file: str | None = None
+    predict_file: str | None = None
+    windows: Windows = Windows()
+    rules: AnswerRules = AnswerRules()
+    predict_batch_size: int = 8
+    batching: Batching = FIXED
+
+
+class Splits(NamedTuple):
+    """The questions a run reads: the training questions, shuffled as the original shuffles
+    them, and the questions to predict with their file's JSON (for the official evaluation);
+    their windows are made as they are needed, with `tokenizer` (a training set's are many)."""
+
+    train: list[SquadExample]
+    predict: list[SquadExample]
+    predict_json: dict
+    tokenizer: tokenization.FullTokenizer
+
+
+# The original shuffles the training questions once with this seed before making features.
+TRAIN_SHUFFLE_SEED = 12345
+
+
+def read_splits(settings: Settings, roles: Sequence[str],
+                tokenizer: tokenization.FullTokenizer) -> Splits:
+    """Reads the training questions (--do_train) and the questions to predict (--do_predict,
+    or --do_eval: the predict file scored by the official evaluation), checking the windows
+    first; a stride past the context window of long questions is only warned of."""
+    windows = settings.windows
+    windows.check(prefix="--")
+    window = windows.max_seq_length - windows.max_query_length - 3
+    if windows.doc_stride > window:
+        logging.warning("--doc_stride=%d exceeds the context window of long questions (%d "
+                        "tokens); such windows follow each other without overlap",
+                        windows.doc_stride, window)
+    train, predict_examples, predict_json = [], [], {}
+    if "train" in roles:
+        if not settings.train_file:
+            raise ValueError("--do_train needs --train_file")
+        train = read_squad_examples(
+            settings.train_file, is_training=True,
+            version_2_with_negative=settings.rules.version_2_with_negative).examples
+        if not train:
+            raise ValueError(f"{settings.train_file}: no training questions")
+        random.Random(TRAIN_SHUFFLE_SEED).shuffle(train)
+    if "predict" in roles or "eval" in roles:
+        if not settings.predict_file:
+            raise ValueError("--do_predict needs --predict_file")
+        predict_json = load_squad_json(settings.predict_file)
+        predict_examples = read_squad_examples(settings.predict_file, is_training=False).examples
+        if not predict_examples:
+            raise ValueError(f"{settings.predict_file}: no questions to predict")
+    return Splits(train, predict_examples, predict_json, tokenizer)
+
+
 def features(examples: Sequence[SquadExample], tokenizer: tokenization.FullTokenizer,
              windows: Windows, is_training: bool, progress: Progress | None = None):
     """Yields the windows of `examples` (`SquadFeatures`), counting examples in `progress`."""
@@ -76,10 +138,10 @@ def features(examples: Sequence[SquadExample], tokenizer: tokenization.FullToken
         yield feature
 
 
-def predict(model: keras.Model, examples: Sequence[SquadExample],
-            tokenizer: tokenization.FullTokenizer, windows: Windows, rules: AnswerRules,
-            batch_size: int, batching: Batching = FIXED,
-            show_progress: bool = False) -> SquadPredictions:
+def answer(model: keras.Model, examples: Sequence[SquadExample],
+           tokenizer: tokenization.FullTokenizer, windows: Windows, rules: AnswerRules,
+           batch_size: int, batching: Batching = FIXED,
+           show_progress: bool = False) -> SquadPredictions:
     """The answers to `examples`: windows, the model's logits, the original's answer rules."""
     start = time.monotonic()
     progress = Progress("questions converted to features", len(examples)) \
@@ -137,22 +199,54 @@ def _loss_fn(outputs: dict, batch: dict, normaliser) -> dict:
                                      normaliser.global_batch_size(batch))}
 
 
-def fine_tuning_task(config: BertConfig, do_lower_case: bool) -> fine_tuning.FineTuningTask:
+def fine_tuning_task(config: BertConfig, settings: Settings,
+                     splits: Splits | None = None) -> fine_tuning.FineTuningTask:
     """The span model (`cls/squad/...`) and the original's span loss."""
+    del splits
     return fine_tuning.FineTuningTask(
         lambda: BertSpanLabeler(config), _loss_fn, head="SQuAD: cls/squad/output_weights",
-        save=functools.partial(fine_tuning.save_fine_tuned, do_lower_case=do_lower_case))
+        save=functools.partial(fine_tuning.save_fine_tuned,
+                               do_lower_case=settings.rules.do_lower_case))
 
 
-def train(run: fine_tuning.FineTuningRun, config: BertConfig, examples: Sequence[SquadExample],
-          tokenizer: tokenization.FullTokenizer, windows: Windows) -> fine_tuning.Trained:
+def train(run: fine_tuning.FineTuningRun, config: BertConfig, settings: Settings,
+          splits: Splits) -> fine_tuning.Trained:
     """Fine-tunes for int(questions / batch * epochs) steps, on every window of the questions."""
     # Padded to max_seq_length whatever --pad_to_max_length says: the original's loss is a
     # softmax over every position, the padded ones included, so a shorter batch would change it.
-    data = ArrayExamples(training_arrays(examples, tokenizer, windows))
-    logging.info("training on %d questions (%d features)", len(examples), data.num_examples)
-    return fine_tuning.train(run, fine_tuning_task(config, tokenizer.basic_tokenizer.do_lower_case),
-                             data, run.train_steps(len(examples)))
+    data = ArrayExamples(training_arrays(splits.train, splits.tokenizer, settings.windows))
+    logging.info("training on %d questions (%d features)", len(splits.train), data.num_examples)
+    return fine_tuning.train(run, fine_tuning_task(config, settings), data,
+                             run.train_steps(len(splits.train)))
+
+
+def predict(model: keras.Model, settings: Settings, splits: Splits,
+            global_step: int | None = None) -> dict | None:
+    """Answers the predict file's questions: the original's files and, where the file has gold
+    answers, the official evaluation (`write_outputs`), printed; returns its results or None."""
+    del global_step
+    predictions = answer(model, splits.predict, splits.tokenizer, settings.windows,
+                         settings.rules, settings.predict_batch_size, settings.batching,
+                         show_progress=True)
+    results = write_outputs(predictions, splits.predict_json, settings.output_dir,
+                            settings.rules.version_2_with_negative)
+    if results is None:
+        logging.info("%s has no gold answers: no evaluation", settings.predict_file)
+    else:
+        print(squad_metrics.format_eval_results(results), flush=True)
+    return results
+
+
+def evaluate(model: keras.Model, settings: Settings, splits: Splits, global_step: int) -> dict:
+    """`predict`, on a predict file that must have gold answers; returns the official results.
+
+    Raises:
+        ValueError: the predict file has no gold answers to score.
+    """
+    results = predict(model, settings, splits, global_step)
+    if results is None:
+        raise ValueError(f"{settings.predict_file} has no gold answers to evaluate")
+    return results
 
 
 def evaluation_version(dataset_json: dict, version_2_with_negative: bool) -> str | None:
@@ -241,8 +335,8 @@ class QuestionAnswerer(TextModel):
         answers: list[Answer | None] = [None] * len(texts)
         if not examples:
             return answers
-        found = predict(self.model, examples, self.tokenizer, self.windows, self.rules,
-                        self.batch_size, self.batching)
+        found = answer(self.model, examples, self.tokenizer, self.windows, self.rules,
+                       self.batch_size, self.batching)
         for example in examples:
             text = found.predictions[example.qas_id]
             entry = next(e for e in found.nbest[example.qas_id] if e["text"] == text)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 from absl import logging
 import keras
@@ -32,15 +32,39 @@ from utils.output_files import write_eval_results, written_together
 FILES = {"train": "train.csv", "eval": "val.csv", "predict": "test.csv"}
 
 
-def read_splits(data_dir: str, roles: Sequence[str]) -> dict[str, list[swag.SwagExample]]:
-    """Reads the file of every role, so that bad input fails before anything is written."""
-    examples = {}
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """What a run reads and writes besides its model (run_swag.py's flags)."""
+
+    data_dir: str
+    output_dir: str
+    max_seq_length: int = 128
+    do_lower_case: bool = True
+    eval_batch_size: int = 8
+    predict_batch_size: int = 8
+    batching: Batching = Batching()
+
+
+class Split(NamedTuple):
+    """A file read for the run: its questions and their four sequences each."""
+
+    examples: list[swag.SwagExample]
+    arrays: dict[str, np.ndarray]
+
+
+def read_splits(settings: Settings, roles: Sequence[str],
+                tokenizer: tokenization.FullTokenizer) -> dict[str, Split]:
+    """Reads and featurises the file of every role, so that bad input fails before anything is
+    written."""
+    splits = {}
     for role in roles:
-        path = os.path.join(data_dir, FILES[role])
+        path = os.path.join(settings.data_dir, FILES[role])
         if not os.path.isfile(path):
             raise FileNotFoundError(f"--do_{role}: {path} does not exist (--data_dir)")
-        examples[role] = swag.read_swag_examples(path, require_labels=role != "predict")
-    return examples
+        examples = swag.read_swag_examples(path, require_labels=role != "predict")
+        splits[role] = Split(examples, swag.convert_examples_to_arrays(
+            examples, tokenizer, settings.max_seq_length))
+    return splits
 
 
 def _loss_fn(outputs, batch, normaliser):
@@ -48,55 +72,60 @@ def _loss_fn(outputs, batch, normaliser):
                                               normaliser.global_batch_size(batch))}
 
 
-def fine_tuning_task(config: BertConfig, do_lower_case: bool) -> fine_tuning.FineTuningTask:
+def fine_tuning_task(config: BertConfig, settings: Settings,
+                     splits: dict[str, Split] | None = None) -> fine_tuning.FineTuningTask:
     """The multiple-choice model (`cls/multiple_choice/...`) and its cross-entropy."""
+    del splits
     return fine_tuning.FineTuningTask(
         lambda: BertMultipleChoice(config), _loss_fn,
         head="SWAG: cls/multiple_choice/output_weights",
-        save=functools.partial(fine_tuning.save_fine_tuned, do_lower_case=do_lower_case))
+        save=functools.partial(fine_tuning.save_fine_tuned, do_lower_case=settings.do_lower_case))
 
 
-def training_data(examples: list[swag.SwagExample], tokenizer: tokenization.FullTokenizer,
-                  max_seq_length: int, batching: Batching) -> ArrayExamples:
-    return ArrayExamples(swag.convert_examples_to_arrays(examples, tokenizer, max_seq_length),
-                         batching=batching)
+def train(run: fine_tuning.FineTuningRun, config: BertConfig, settings: Settings,
+          splits: dict[str, Split]) -> fine_tuning.Trained:
+    """Fine-tunes on train.csv, int(questions / batch * epochs) steps."""
+    data = ArrayExamples(splits["train"].arrays, batching=settings.batching)
+    return fine_tuning.train(run, fine_tuning_task(config, settings), data,
+                             run.train_steps(data.num_examples))
 
 
-def logits(model: keras.Model, examples: list[swag.SwagExample],
-           tokenizer: tokenization.FullTokenizer, max_seq_length: int, batch_size: int,
-           batching: Batching = FIXED) -> tuple[np.ndarray, np.ndarray]:
-    """Per-ending logits float32 [N, 4] and the label ids int32 [N] (0 for unlabelled)."""
-    arrays = swag.convert_examples_to_arrays(examples, tokenizer, max_seq_length)
-    return fine_tuning.predict(model, arrays, batch_size, batching)["logits"], arrays["label_ids"]
+def logits(model: keras.Model, arrays: dict[str, np.ndarray], batch_size: int,
+           batching: Batching = FIXED) -> np.ndarray:
+    """Per-ending logits float32 [N, 4] of featurised questions."""
+    return fine_tuning.predict(model, arrays, batch_size, batching)["logits"]
 
 
-def evaluate(model: keras.Model, examples: list[swag.SwagExample],
-             tokenizer: tokenization.FullTokenizer, max_seq_length: int, batch_size: int,
-             batching: Batching, global_step: int, output_dir: str) -> None:
+def evaluate(model: keras.Model, settings: Settings, splits: dict[str, Split],
+             global_step: int) -> dict:
     """eval_results.txt (eval_accuracy, eval_loss, loss, global_step) and
-    eval_predictions.csv."""
-    found, label_ids = logits(model, examples, tokenizer, max_seq_length, batch_size, batching)
-    per_example_loss = losses.per_example_cross_entropy(found, label_ids).numpy()
+    eval_predictions.csv, for val.csv."""
+    examples, arrays = splits["eval"]
+    found = logits(model, arrays, settings.eval_batch_size, settings.batching)
+    per_example_loss = losses.per_example_cross_entropy(found, arrays["label_ids"]).numpy()
     probabilities = tf.nn.softmax(found, axis=-1).numpy()
     results = {"eval_accuracy": swag.accuracy(examples, probabilities),
-               **loss_metrics(per_example_loss, np.ones(len(examples)), batch_size),
+               **loss_metrics(per_example_loss, np.ones(len(examples)),
+                              settings.eval_batch_size),
                "global_step": global_step}
-    path = os.path.join(output_dir, "eval_results.txt")
+    path = os.path.join(settings.output_dir, "eval_results.txt")
     with written_together():
         write_eval_results(path, results)
-        swag.write_predictions(os.path.join(output_dir, "eval_predictions.csv"), examples,
-                               probabilities)
+        swag.write_predictions(os.path.join(settings.output_dir, "eval_predictions.csv"),
+                               examples, probabilities)
     logging.info("***** Eval results (%d questions) written to %s *****", len(examples), path)
     for key in sorted(results):
         logging.info("  %s = %s", key, results[key])
+    return results
 
 
-def predict(model: keras.Model, examples: list[swag.SwagExample],
-            tokenizer: tokenization.FullTokenizer, max_seq_length: int, batch_size: int,
-            batching: Batching, output_dir: str) -> None:
-    """predictions.csv: `id,prob0..prob3,prediction`."""
-    found, _ = logits(model, examples, tokenizer, max_seq_length, batch_size, batching)
-    path = os.path.join(output_dir, "predictions.csv")
+def predict(model: keras.Model, settings: Settings, splits: dict[str, Split],
+            global_step: int) -> None:
+    """predictions.csv for test.csv: `id,prob0..prob3,prediction`."""
+    del global_step
+    examples, arrays = splits["predict"]
+    found = logits(model, arrays, settings.predict_batch_size, settings.batching)
+    path = os.path.join(settings.output_dir, "predictions.csv")
     swag.write_predictions(path, examples, tf.nn.softmax(found, axis=-1).numpy())
     logging.info("***** Predictions for %d questions written to %s *****", len(examples), path)
 
@@ -150,8 +179,8 @@ class MultipleChoice(TextModel):
         answers: list[Choice | None] = [None] * len(texts)
         if not examples:
             return answers
-        scores, _ = logits(self.model, examples, self.tokenizer, self.max_seq_length,
-                           self.batch_size, self.batching)
+        scores = logits(self.model, swag.convert_examples_to_arrays(
+            examples, self.tokenizer, self.max_seq_length), self.batch_size, self.batching)
         for index, row in zip(found, tf.nn.softmax(scores, axis=-1).numpy()):
             answers[index] = Choice(int(np.argmax(row)), [float(p) for p in row])
         return answers

@@ -11,29 +11,13 @@ import keras
 import numpy as np
 
 from data import tokenization
-from data.feature_extraction import ExtractionFeatures, convert_example, text_example
+from data.features import EncodedSequence, text_sequence
 from modeling import checkpoints
 from training import prediction
 from training.batching import ArrayExamples, Batching
 
 # The fine-tuned model a fine-tuning script writes into its --output_dir.
 FINE_TUNED_PREFIX = "model.ckpt"
-
-
-class _LengthRecorder:
-    """A tokenizer that records how many tokens each text had, before any truncation."""
-
-    def __init__(self, tokenizer):
-        self.tokenizer = tokenizer
-        self.lengths: list[int] = []
-
-    def tokenize(self, text: str) -> list[str]:
-        tokens = self.tokenizer.tokenize(text)
-        self.lengths.append(len(tokens))
-        return tokens
-
-    def convert_tokens_to_ids(self, tokens) -> list[int]:
-        return self.tokenizer.convert_tokens_to_ids(tokens)
 
 
 class TextModel:
@@ -49,20 +33,14 @@ class TextModel:
         self.batch_size = batch_size
         self.batching = batching
 
-    def _features(self, texts: Sequence[str], tokenizer) -> list[ExtractionFeatures]:
-        features, truncated = [], 0
-        recorder = _LengthRecorder(tokenizer)
-        for number, text in enumerate(texts):
-            recorder.lengths.clear()
-            feature = convert_example(text_example(number, text), self.max_seq_length, recorder)
-            # [CLS] A [SEP], and B [SEP] where B has tokens.
-            specials = 3 if len(recorder.lengths) > 1 and recorder.lengths[1] else 2
-            truncated += sum(recorder.lengths) + specials > len(feature.tokens)
-            features.append(feature)
+    def _features(self, texts: Sequence[str], tokenizer) -> list[EncodedSequence]:
+        """One sequence per text (`data.features.text_sequence`); truncated ones are counted."""
+        found = [text_sequence(text, tokenizer, self.max_seq_length) for text in texts]
+        truncated = sum(was_truncated for _, was_truncated in found)
         if truncated:
             logging.info("%d of %d texts were longer than max_seq_length=%d and were truncated",
                          truncated, len(texts), self.max_seq_length)
-        return features
+        return [sequence for sequence, _ in found]
 
     def _predict(self, model: keras.Model, arrays: dict[str, np.ndarray]) -> dict:
         return prediction.predict(model, ArrayExamples(arrays, batching=self.batching),

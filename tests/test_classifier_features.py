@@ -7,8 +7,7 @@ import pytest
 from data import tokenization
 from data.classifier import glue_tasks
 from data.classifier.features import (InputExample, InputFeatures, convert_examples_to_features,
-                                      convert_single_example, example_tokens, features_to_arrays,
-                                      truncate_seq_pair)
+                                      convert_single_example, example_tokens, features_to_arrays)
 
 
 @pytest.fixture(scope="module")
@@ -40,18 +39,6 @@ def test_features_match_the_original(golden_records, tokenizer):
         assert feature.segment_ids == record["segment_ids"], where
         assert feature.label_id == record["label_id"], where
         assert feature.is_real_example == record["is_real_example"], where
-
-
-def test_truncate_seq_pair_pops_the_longer_and_b_on_ties():
-    tokens_a, tokens_b = list("abcde"), list("xyz")
-    truncate_seq_pair(tokens_a, tokens_b, 6)
-    assert (tokens_a, tokens_b) == (list("abc"), list("xyz"))
-    tokens_a, tokens_b = list("abc"), list("xyz")
-    truncate_seq_pair(tokens_a, tokens_b, 5)
-    assert (tokens_a, tokens_b) == (list("abc"), list("xy"))
-    tokens_a, tokens_b = list("ab"), list("vwxyz")
-    truncate_seq_pair(tokens_a, tokens_b, 3)
-    assert (tokens_a, tokens_b) == (list("ab"), list("v"))
 
 
 def test_pair_layout_and_truncation(tokenizer):

@@ -5,7 +5,8 @@ import sys
 import numpy as np
 
 from data import tokenization
-from data.feature_extraction import convert_example, parse_layer_indexes, read_examples
+from data.feature_extraction import parse_layer_indexes, read_lines
+from data.features import text_sequence
 from modeling.checkpoints import DESCRIPTIONS, read_model, write_model
 from tests.conftest import REPO_ROOT
 
@@ -16,13 +17,13 @@ def test_examples_and_tokens_match_the_original(fixtures_dir, uncased_vocab):
     folder = fixtures_dir / "extract_features"
     tokenizer = tokenization.FullTokenizer(str(uncased_vocab), do_lower_case=True)
     expected = [json.loads(line) for line in (folder / "output_tiny.jsonl").open()]
-    examples = list(read_examples(str(folder / "input.txt")))
-    assert len(examples) == len(expected)
-    for example, record in zip(examples, expected):
-        features = convert_example(example, 32, tokenizer)
-        assert features.unique_id == record["linex_index"]
-        assert features.tokens == [t["token"] for t in record["features"]]
-        assert len(features.input_ids) == 32
+    lines = list(read_lines(str(folder / "input.txt")))
+    assert len(lines) == len(expected)
+    for number, (line, record) in enumerate(zip(lines, expected)):
+        sequence, _ = text_sequence(line, tokenizer, 32)
+        assert number == record["linex_index"]
+        assert sequence.tokens == [t["token"] for t in record["features"]]
+        assert len(sequence.input_ids) == 32
 
 
 def test_layer_indexes_are_checked():

@@ -6,7 +6,7 @@ import pytest
 
 from tests.conftest import REPO_ROOT
 
-PROJECT = ("utils", "data", "modeling", "training", "tasks", "serving", "synthetic")
+PROJECT = ("utils", "data", "modeling", "training", "tasks", "serving", "synthetic", "selection")
 # What each package may import besides itself (scripts, bench/ and tests/ never).
 ALLOWED = {
     "utils": set(),
@@ -18,6 +18,8 @@ ALLOWED = {
     # Serving exports the tasks' models with tokenization in the graph.
     "serving": {"tasks", "data", "modeling", "utils"},
     "synthetic": {"data", "utils"},
+    # The grid of fine-tuning runs select_fine_tuning.py runs, above the classifier task.
+    "selection": {"tasks", "data", "utils"},
 }
 SCRIPTS = {path.stem for path in pathlib.Path(REPO_ROOT).glob("*.py")}
 

@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from data import tokenization
 from data.classifier import glue_tasks
-from data.classifier.features import truncate_seq_pair
+from data.features import truncate_seq_pair
 from data.text_tokenizer import TextTokenizer
 from data.tokenization import FullTokenizer
 from modeling.checkpoints import LoadedModel, ModelSpec, build_model, read_model, write_model

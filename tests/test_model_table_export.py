@@ -18,7 +18,7 @@ import sys
 import numpy as np
 import pytest
 
-from data.feature_extraction import convert_example, features_to_arrays, text_example
+from data.features import stack, text_sequence
 from modeling.encoder import encoder_of
 from tasks.embedding import SentenceEmbedder
 from tasks.fill_mask import FillMask
@@ -145,9 +145,8 @@ def _check_default_signature(table, built):
     with the pretraining heads)."""
     served = _served(table, f"{built.row.name}/default")
     texts = [f"{q} ||| {c}" for q, c in QUESTIONS] if built.row.head == SQUAD else SINGLES
-    features = [convert_example(text_example(n, text), MAX_SEQ_LENGTH, tokenizer_of(built))
-                for n, text in enumerate(texts)]
-    arrays = features_to_arrays(features)
+    features = [text_sequence(text, tokenizer_of(built), MAX_SEQ_LENGTH)[0] for text in texts]
+    arrays = stack(features)
     length = served["input_mask"].shape[1]
     np.testing.assert_array_equal(served["input_mask"], arrays["input_mask"][:, :length])
     model = encoder_of(built.model) if built.row.head in (ENCODER, PRETRAINING, MASKED_LM) \
@@ -204,9 +203,9 @@ def test_cell(table, row, column):
 def test_sentence_transformers_vectors_are_transformers_mean_pooled_and_normalised(table):
     built = table.built["sentence_transformers"]
     model, _ = load_hf_model("BertModel", built.path)
-    features = [convert_example(text_example(n, text), MAX_SEQ_LENGTH, tokenizer_of(built))
-                for n, text in enumerate(TEXTS["embed"])]
-    arrays = features_to_arrays(features)
+    features = [text_sequence(text, tokenizer_of(built), MAX_SEQ_LENGTH)[0]
+                for text in TEXTS["embed"]]
+    arrays = stack(features)
     hidden = run_hf(model, arrays["input_ids"], arrays["input_mask"],
                     arrays["segment_ids"])["last_hidden_state"]
     mask = arrays["input_mask"][..., None]

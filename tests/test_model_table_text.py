@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from data.feature_extraction import convert_example, features_to_arrays, text_example
+from data.features import stack, text_sequence
 from modeling.encoder import encoder_of
 from tasks.classifier import TextClassifier
 from tasks.fill_mask import FillMask
@@ -38,8 +38,7 @@ def table(tmp_path_factory):
 
 def _features(built, texts):
     tokenizer = tokenizer_of(built)
-    return [convert_example(text_example(number, text), MAX_SEQ_LENGTH, tokenizer)
-            for number, text in enumerate(texts)]
+    return [text_sequence(text, tokenizer, MAX_SEQ_LENGTH)[0] for text in texts]
 
 
 def _layer(line: dict, index: int) -> np.ndarray:
@@ -50,16 +49,16 @@ def _layer(line: dict, index: int) -> np.ndarray:
 
 def _check_extract_features(built, output):
     features = _features(built, TEXTS["extract_features"])
-    layers = encoder_of(built.model)(features_to_arrays(features),
+    layers = encoder_of(built.model)(stack(features),
                                      training=False)["encoder_outputs"]
     lines = read_json_lines(output)
     assert [line["linex_index"] for line in lines] == list(range(len(features)))
-    for feature, line in zip(features, lines):
+    for number, (feature, line) in enumerate(zip(features, lines)):
         assert [token["token"] for token in line["features"]] == feature.tokens
         for index in (-1, -2):
             np.testing.assert_allclose(
-                _layer(line, index), layers[index][feature.unique_id, :len(feature.tokens)],
-                **TOLERANCE, err_msg=f"line {feature.unique_id}, layer {index}")
+                _layer(line, index), layers[index][number, :len(feature.tokens)],
+                **TOLERANCE, err_msg=f"line {number}, layer {index}")
 
 
 def _check_fill_mask(built, output):
@@ -155,15 +154,15 @@ def test_hugging_face_rows_compute_what_transformers_computes(table, row):
     built = table.built[row]
     hf_model, _ = load_hf_model(built.row.source, built.path)
     features = _features(built, TEXTS["extract_features"])
-    arrays = features_to_arrays(features)
+    arrays = stack(features)
     hf_outputs = run_hf(hf_model, arrays["input_ids"], arrays["input_mask"],
                         arrays["segment_ids"])
-    for feature, line in zip(features, read_json_lines(
-            table.results["extract_features", row].output)):
+    for number, (feature, line) in enumerate(zip(features, read_json_lines(
+            table.results["extract_features", row].output))):
         for index in (-1, -2):
             np.testing.assert_allclose(
                 _layer(line, index),
-                hf_outputs["hidden_states"][index][feature.unique_id, :len(feature.tokens)],
+                hf_outputs["hidden_states"][index][number, :len(feature.tokens)],
                 **TOLERANCE)
     for ours, theirs in _hf_head_logits(built, hf_outputs, arrays):
         np.testing.assert_allclose(ours, theirs, **TOLERANCE)

@@ -1,4 +1,4 @@
-"""The paper's selection over a grid: tasks/selection.py, tasks/selection_report.py and the
+"""The paper's selection over a grid: selection/grid.py, selection/report.py and the
 select_fine_tuning.py command (bad grids refused, a tiny grid run, resumed and skipped)."""
 import json
 import math
@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from data.classifier.glue_tasks import get_task
-from tasks import selection, selection_report
+from selection import grid as selection, report as selection_report
 from tests.conftest import REPO_ROOT
 from tests.script_errors import assert_user_error
 from tests.tiny_task_model import write_tiny_model

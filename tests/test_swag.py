@@ -156,12 +156,12 @@ def test_truncation_is_longest_first_ending_on_ties(tokenizer):
     np.testing.assert_array_equal(arrays["input_mask"][0], np.ones((4, 8)))
 
 
-def test_choice_tokens_leaves_inputs_alone():
-    context, ending = ["a", "b", "c"], ["d", "e", "f", "g"]
-    tokens, segment_ids = swag.choice_tokens(context, ending, 7)
-    assert tokens == ["[CLS]", "a", "b", "[SEP]", "d", "e", "[SEP]"]
-    assert segment_ids == [0, 0, 0, 0, 1, 1, 1]
-    assert context == ["a", "b", "c"] and ending == ["d", "e", "f", "g"]
+def test_an_empty_ending_keeps_its_sep(tokenizer):
+    # Start and ending both empty: [CLS] a man sits . [SEP] [SEP], the [SEP] of segment 1 kept.
+    example = swag.SwagExample("9", "A man sits.", "", ("", "", "", ""), 0)
+    arrays = swag.convert_examples_to_arrays([example], tokenizer, 9)
+    np.testing.assert_array_equal(arrays["input_ids"][0, 0], [2, 4, 5, 6, 7, 3, 3, 0, 0])
+    np.testing.assert_array_equal(arrays["segment_ids"][0, 0], [0] * 6 + [1] + [0] * 2)
 
 
 def test_accuracy():

@@ -120,10 +120,8 @@ def test_fill_mask_refuses_a_checkpoint_without_the_masked_lm_head(fixtures_dir,
 
 def _hand_pooled(encoder, tokenizer, texts, pooling, normalize, max_seq_length=32):
     """Fixed padding, one call, and numpy pooling."""
-    from data.feature_extraction import convert_example, features_to_arrays, text_example
-    features = [convert_example(text_example(i, t), max_seq_length, tokenizer)
-                for i, t in enumerate(texts)]
-    arrays = features_to_arrays(features)
+    from data.features import stack, text_sequence
+    arrays = stack([text_sequence(text, tokenizer, max_seq_length)[0] for text in texts])
     outputs = encoder({k: tf.constant(v) for k, v in arrays.items()}, training=False)
     sequence, mask = outputs["sequence_output"].numpy(), arrays["input_mask"][..., None]
     vectors = {"cls": sequence[:, 0], "pooler": outputs["pooled_output"].numpy(),
@@ -313,13 +311,12 @@ def tiny_classifier(fixtures_dir, uncased_vocab):
 
 
 def test_texts_that_fit_get_the_probabilities_of_one_sequence(tiny_classifier):
-    from data.feature_extraction import features_to_arrays
+    from data.features import stack
     model, tokenizer = tiny_classifier
     texts = ["a fine film", "", "he said so ||| so he said", " ".join(_LONG.split()[:14])]
     classifier = TextClassifier(model, tokenizer, max_seq_length=16, doc_stride=3, batch_size=3)
     # The path without windows: the texts truncated to one sequence each (none is cut here).
-    logits = classifier._predict(model, features_to_arrays(
-        classifier._features(texts, tokenizer)))["logits"]
+    logits = classifier._predict(model, stack(classifier._features(texts, tokenizer)))["logits"]
     expected = tf.nn.softmax(logits).numpy()
     answers = classifier(texts)
     np.testing.assert_array_equal([list(a.probabilities.values()) for a in answers], expected)

@@ -1,8 +1,8 @@
 """Sentence(-pair) classification features exactly as the original `run_classifier.py` builds them.
 
-An `InputExample` (one or two texts and a label) becomes an `InputFeatures`:
-`[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`, segment ids 0 for `[CLS] A [SEP]` and 1 for
-`B [SEP]`, pairs truncated longest-first to fit, everything zero-padded to `max_seq_length`.
+An `InputExample` (one or two texts and a label) becomes an `InputFeatures`: the sequence
+`[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]` of `data.features` (pairs truncated longest-first,
+zero-padded to `max_seq_length`) and the label's id.
 """
 from __future__ import annotations
 
@@ -12,11 +12,8 @@ from typing import Iterable, Sequence
 from absl import logging
 import numpy as np
 
-from data import tokenization
-from data.tfrecord_schema import ENCODER_INPUTS
+from data import features as model_inputs, tokenization
 
-_CLS = "[CLS]"
-_SEP = "[SEP]"
 # The original logs the first few converted examples; so do we.
 _NUM_LOGGED_EXAMPLES = 5
 
@@ -62,39 +59,13 @@ class InputFeatures:
     is_real_example: bool = True
 
 
-def truncate_seq_pair(tokens_a: list[str], tokens_b: list[str], max_length: int) -> None:
-    """Pops tokens off the end of the longer list (B on ties) until both fit `max_length`.
-
-    Longest-first keeps as much of the shorter text as possible; it changes the lists in place.
-    """
-    while len(tokens_a) + len(tokens_b) > max_length:
-        if len(tokens_a) > len(tokens_b):
-            tokens_a.pop()
-        else:
-            tokens_b.pop()
-
-
 def example_tokens(example: InputExample, max_seq_length: int,
                    tokenizer: tokenization.FullTokenizer) -> tuple[list[str], list[int]]:
-    """Returns the tokens `[CLS] A [SEP] (B [SEP])` and their segment ids, before padding.
-
-    As in the original, an empty `text_b`, or one that tokenizes to nothing, makes a
-    single-sentence example.
-    """
-    tokens_a = tokenizer.tokenize(example.text_a)
-    tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else []
-    if tokens_b:
-        # Room for [CLS], [SEP], [SEP].
-        truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
-    else:
-        # Room for [CLS], [SEP].
-        tokens_a = tokens_a[:max_seq_length - 2]
-    tokens = [_CLS] + tokens_a + [_SEP]
-    segment_ids = [0] * len(tokens)
-    if tokens_b:
-        tokens += tokens_b + [_SEP]
-        segment_ids += [1] * (len(tokens_b) + 1)
-    return tokens, segment_ids
+    """Returns the tokens `[CLS] A [SEP] (B [SEP])` and their segment ids, before padding
+    (`data.features.truncated_tokens`)."""
+    return model_inputs.truncated_tokens(
+        tokenizer.tokenize(example.text_a),
+        tokenizer.tokenize(example.text_b) if example.text_b else None, max_seq_length)
 
 
 def convert_single_example(example: InputExample,
@@ -115,12 +86,10 @@ def convert_single_example(example: InputExample,
     Raises:
         ValueError: If the example's label is not in `label_list` or not a number.
     """
-    tokens, segment_ids = example_tokens(example, max_seq_length, tokenizer)
-    input_ids = tokenizer.convert_tokens_to_ids(tokens)
-    padding = [0] * (max_seq_length - len(input_ids))
-    return InputFeatures(input_ids=input_ids + padding,
-                         input_mask=[1] * len(input_ids) + padding,
-                         segment_ids=segment_ids + padding,
+    sequence = model_inputs.encode(*example_tokens(example, max_seq_length, tokenizer), tokenizer,
+                                   max_seq_length)
+    return InputFeatures(input_ids=sequence.input_ids, input_mask=sequence.input_mask,
+                         segment_ids=sequence.segment_ids,
                          label_id=_label_id(example, label_list))
 
 
@@ -176,15 +145,8 @@ def features_to_arrays(features: Sequence[InputFeatures], is_regression: bool = 
         `input_ids`, `input_mask`, `segment_ids`: int32 [N, max_seq_length];
         `label_ids`: int32 [N] (float32 for regression); `is_real_example`: int32 [N].
     """
-    lengths = {len(f.input_ids) for f in features}
-    if len(lengths) > 1:
-        raise ValueError(f"Features have different sequence lengths: {sorted(lengths)}")
-
-    def stack(name: str, dtype: type) -> np.ndarray:
-        return np.asarray([getattr(f, name) for f in features], dtype=dtype)
-
-    arrays = {name: stack(name, np.int32) for name in ENCODER_INPUTS}
-    label_dtype = np.float32 if is_regression else np.int32
-    arrays["label_ids"] = stack("label_id", label_dtype)
-    arrays["is_real_example"] = stack("is_real_example", np.int32)
+    arrays = model_inputs.stack(features)
+    arrays["label_ids"] = np.asarray([f.label_id for f in features],
+                                     np.float32 if is_regression else np.int32)
+    arrays["is_real_example"] = np.asarray([f.is_real_example for f in features], np.int32)
     return arrays

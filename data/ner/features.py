@@ -23,14 +23,12 @@ from typing import Sequence
 
 import numpy as np
 
-from data import tokenization, windows
+from data import features as model_inputs, tokenization, windows
 from data.ner import conll
 from data.tfrecord_schema import INPUT_IDS, INPUT_MASK, SEGMENT_IDS
 from utils import output_files
 
 IGNORED_LABEL_ID = -1
-_CLS = "[CLS]"
-_SEP = "[SEP]"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,8 +122,8 @@ def _sentence_sequence(document: _TokenizedDocument, index: int, max_seq_length:
     left = right = 0
     if document_context:
         left, right = context_window(start, end - start, len(document.tokens) - end, room)
-    tokens = ([_CLS] + document.tokens[start - left:start] + sentence_tokens
-              + document.tokens[end:end + right] + [_SEP])
+    tokens, _ = model_inputs.sequence_tokens(document.tokens[start - left:start] + sentence_tokens
+                                             + document.tokens[end:end + right])
     positions = [1 + left + offset if 0 <= offset < len(sentence_tokens) else -1
                  for offset in document.first_pieces[index]]
     return tokens, positions
@@ -153,8 +151,8 @@ def _sentence_windows(document: _TokenizedDocument, index: int, max_seq_length: 
         positions = [-1] * len(document.first_pieces[index])
         for word in words_of_span[span_index]:
             positions[word] = 1 + start - first + document.first_pieces[index][word] - span.start
-        found.append(([_CLS] + document.tokens[first + span.start:first + span.end] + [_SEP],
-                      positions))
+        found.append((model_inputs.sequence_tokens(
+            document.tokens[first + span.start:first + span.end])[0], positions))
     return found
 
 
@@ -198,7 +196,7 @@ def convert_documents_to_features(documents: Sequence[conll.ConllDocument],
     if doc_stride is not None and doc_stride < 1:
         raise ValueError(f"doc_stride must be at least 1, got {doc_stride}")
     label_index = {label: index for index, label in enumerate(labels)}
-    rows: dict[str, list[list[int]]] = {"input_ids": [], "input_mask": [], "label_ids": []}
+    sequences, label_rows = [], []
     word_rows, word_positions = [], []
     for document in documents:
         tokenized = _tokenize_document(document, tokenizer)
@@ -207,22 +205,18 @@ def convert_documents_to_features(documents: Sequence[conll.ConllDocument],
             sentence_positions = np.full(len(sentence.tokens), -1, np.int32)
             for tokens, positions in _sequences(tokenized, index, max_seq_length,
                                                 document_context, doc_stride):
-                padding = [0] * (max_seq_length - len(tokens))
                 positions = np.asarray(positions, dtype=np.int32)
-                sentence_rows[positions >= 0] = len(rows["input_ids"])
+                sentence_rows[positions >= 0] = len(sequences)
                 sentence_positions[positions >= 0] = positions[positions >= 0]
-                rows["input_ids"].append(tokenizer.convert_tokens_to_ids(tokens) + padding)
-                rows["input_mask"].append([1] * len(tokens) + padding)
-                rows["label_ids"].append(_label_row(sentence, positions, label_index,
-                                                    max_seq_length))
+                sequences.append(model_inputs.encode(tokens, [0] * len(tokens), tokenizer,
+                                                     max_seq_length))
+                label_rows.append(_label_row(sentence, positions, label_index, max_seq_length))
             word_rows.append(sentence_rows)
             word_positions.append(sentence_positions)
-    arrays = {name: np.asarray(values, dtype=np.int32).reshape(-1, max_seq_length)
-              for name, values in rows.items()}
-    return NerFeatures(input_ids=arrays["input_ids"], input_mask=arrays["input_mask"],
-                       segment_ids=np.zeros_like(arrays["input_ids"]),
-                       label_ids=arrays["label_ids"], word_rows=word_rows,
-                       word_positions=word_positions)
+    arrays = {name: values.reshape(-1, max_seq_length)
+              for name, values in model_inputs.stack(sequences).items()}
+    return NerFeatures(**arrays, label_ids=np.asarray(label_rows, np.int32).reshape(
+        -1, max_seq_length), word_rows=word_rows, word_positions=word_positions)
 
 
 def _label_row(sentence: conll.ConllSentence, positions: Sequence[int],

@@ -22,7 +22,9 @@ from typing import Mapping
 
 import numpy as np
 
-REQUIRED_TOKENS = ("[CLS]", "[SEP]", "[MASK]", "[UNK]")
+from data import tokenization
+
+REQUIRED_TOKENS = (tokenization.CLS, tokenization.SEP, tokenization.MASK, tokenization.UNK)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,7 +53,8 @@ class MaskingVocab:
         is_continuation = np.zeros(int(vocab_ids.max()) + 1, bool)
         for token, index in vocab.items():
             is_continuation[index] = token.startswith("##")
-        return cls(vocab["[CLS]"], vocab["[SEP]"], vocab["[MASK]"], vocab_ids, is_continuation)
+        return cls(vocab[tokenization.CLS], vocab[tokenization.SEP], vocab[tokenization.MASK],
+                   vocab_ids, is_continuation)
 
 
 @dataclasses.dataclass

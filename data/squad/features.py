@@ -15,8 +15,7 @@ from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
-from data import tfrecord_schema as schema
-from data import windows
+from data import features as model_inputs, tfrecord_schema as schema, windows
 from data.squad.examples import SquadExample
 from data.tokenization import FullTokenizer
 
@@ -150,24 +149,21 @@ def improve_answer_span(doc_pieces: Sequence[str], input_start: int, input_end: 
 def _window_feature(doc: _TokenizedDoc, query_tokens: list[str], doc_span: windows.Span,
                     doc_span_index: int, best_span_of_piece: list[int],
                     tokenizer: FullTokenizer, max_seq_length: int) -> SquadFeatures:
-    """The tokens, maps and padded id lists of one window (ids and positions set later)."""
-    tokens = ["[CLS]", *query_tokens, "[SEP]"]
-    segment_ids = [0] * len(tokens)
-    token_to_orig_map = {}
-    token_is_max_context = {}
-    for piece_index in range(doc_span.start, doc_span.end):
-        token_to_orig_map[len(tokens)] = doc.piece_to_word[piece_index]
-        token_is_max_context[len(tokens)] = best_span_of_piece[piece_index] == doc_span_index
-        tokens.append(doc.pieces[piece_index])
-    tokens.append("[SEP]")
-    segment_ids += [1] * (doc_span.length + 1)
-    input_ids = tokenizer.convert_tokens_to_ids(tokens)
-    padding = [0] * (max_seq_length - len(input_ids))
+    """The tokens, maps and padded id lists of one window (ids and positions set later):
+    `[CLS] question [SEP] window [SEP]` (`data.features`)."""
+    offset = len(query_tokens) + 2  # [CLS] question [SEP]
+    token_to_orig_map, token_is_max_context = {}, {}
+    for position, piece_index in enumerate(range(doc_span.start, doc_span.end), start=offset):
+        token_to_orig_map[position] = doc.piece_to_word[piece_index]
+        token_is_max_context[position] = best_span_of_piece[piece_index] == doc_span_index
+    sequence = model_inputs.encode(*model_inputs.sequence_tokens(
+        query_tokens, doc.pieces[doc_span.start:doc_span.end], pair=True), tokenizer,
+        max_seq_length)
     return SquadFeatures(
-        unique_id=0, example_index=0, doc_span_index=doc_span_index, tokens=tokens,
+        unique_id=0, example_index=0, doc_span_index=doc_span_index, tokens=sequence.tokens,
         token_to_orig_map=token_to_orig_map, token_is_max_context=token_is_max_context,
-        input_ids=input_ids + padding, input_mask=[1] * len(input_ids) + padding,
-        segment_ids=segment_ids + padding)
+        input_ids=sequence.input_ids, input_mask=sequence.input_mask,
+        segment_ids=sequence.segment_ids)
 
 
 def _window_positions(answer_span: tuple[int, int] | None, doc_span: windows.Span,
@@ -194,12 +190,8 @@ def features_to_arrays(features: Sequence[SquadFeatures],
     Raises:
       ValueError: training features without positions.
     """
-    arrays = {
-        schema.UNIQUE_IDS: np.array([f.unique_id for f in features], dtype=np.int32),
-        schema.INPUT_IDS: np.array([f.input_ids for f in features], dtype=np.int32),
-        schema.INPUT_MASK: np.array([f.input_mask for f in features], dtype=np.int32),
-        schema.SEGMENT_IDS: np.array([f.segment_ids for f in features], dtype=np.int32),
-    }
+    arrays = {schema.UNIQUE_IDS: np.array([f.unique_id for f in features], dtype=np.int32),
+              **model_inputs.stack(features)}
     if is_training:
         missing = [f.unique_id for f in features if f.start_position is None]
         if missing:

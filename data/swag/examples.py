@@ -17,17 +17,13 @@ from typing import Sequence
 
 import numpy as np
 
-from data import tokenization
-from data.classifier import features as classifier_features
-from data.tfrecord_schema import ENCODER_INPUTS, INPUT_IDS, INPUT_MASK, SEGMENT_IDS
+from data import features as model_inputs, tokenization
 from utils import output_files
 
 NUM_CHOICES = 4
 _ENDING_COLUMNS = tuple(f"ending{i}" for i in range(NUM_CHOICES))
 _REQUIRED_COLUMNS = ("sent1", "sent2") + _ENDING_COLUMNS
 _LABEL_COLUMN = "label"
-_CLS = "[CLS]"
-_SEP = "[SEP]"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,24 +112,12 @@ def read_swag_examples(path: str | os.PathLike, require_labels: bool = False) ->
     return examples
 
 
-def choice_tokens(context_tokens: list[str], ending_tokens: list[str],
-                  max_seq_length: int) -> tuple[list[str], list[int]]:
-    """Tokens `[CLS] context [SEP] ending [SEP]` of one choice and their segment ids.
-
-    Both parts are cut longest-first (as the original's `_truncate_seq_pair`) to leave
-    room for the three special tokens; the inputs are not changed.
-    """
-    tokens_a, tokens_b = list(context_tokens), list(ending_tokens)
-    classifier_features.truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
-    tokens = [_CLS] + tokens_a + [_SEP] + tokens_b + [_SEP]
-    segment_ids = [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
-    return tokens, segment_ids
-
-
 def convert_examples_to_arrays(examples: Sequence[SwagExample],
                                tokenizer: tokenization.FullTokenizer,
                                max_seq_length: int) -> dict[str, np.ndarray]:
-    """Builds the four sequences of every example.
+    """Builds the four sequences `[CLS] context [SEP] start ending [SEP]` of every example, both
+    parts cut longest-first as the original's `_truncate_seq_pair` (`data.features`); an empty
+    second part keeps its `[SEP]`, as in the SWAG code BERT's authors ran.
 
     Args:
         examples: SWAG examples.
@@ -147,19 +131,19 @@ def convert_examples_to_arrays(examples: Sequence[SwagExample],
     """
     if max_seq_length < 3:
         raise ValueError(f"max_seq_length must be at least 3, got {max_seq_length}")
-    shape = (len(examples), NUM_CHOICES, max_seq_length)
-    arrays = {name: np.zeros(shape, dtype=np.int32) for name in ENCODER_INPUTS}
-    arrays["label_ids"] = np.asarray([example.label or 0 for example in examples], dtype=np.int32)
-    for row, example in enumerate(examples):
+    sequences = []
+    for example in examples:
         context_tokens = tokenizer.tokenize(example.context_sentence)
         start_tokens = tokenizer.tokenize(example.start_ending)
-        for choice, ending in enumerate(example.endings):
-            tokens, segment_ids = choice_tokens(
-                context_tokens, start_tokens + tokenizer.tokenize(ending), max_seq_length)
-            length = len(tokens)
-            arrays[INPUT_IDS][row, choice, :length] = tokenizer.convert_tokens_to_ids(tokens)
-            arrays[INPUT_MASK][row, choice, :length] = 1
-            arrays[SEGMENT_IDS][row, choice, :length] = segment_ids
+        for ending in example.endings:
+            tokens_a, tokens_b = list(context_tokens), start_tokens + tokenizer.tokenize(ending)
+            model_inputs.truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
+            sequences.append(model_inputs.encode(
+                *model_inputs.sequence_tokens(tokens_a, tokens_b, pair=True), tokenizer,
+                max_seq_length))
+    arrays = {name: values.reshape(len(examples), NUM_CHOICES, max_seq_length)
+              for name, values in model_inputs.stack(sequences).items()}
+    arrays["label_ids"] = np.asarray([example.label or 0 for example in examples], dtype=np.int32)
     return arrays
 
 

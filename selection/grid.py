@@ -6,7 +6,7 @@ seeds: other shuffles and classifier initialisations) and keeps the best on dev 
 2019, section 4.1 and appendix A.3). Here: the grid and its checks, each run's name and its
 `run_classifier.py` flags, the record that tells a finished run from one of other settings, the
 dev results read back, and the choice. `select_fine_tuning.py` runs the runs;
-`tasks.selection_report` writes the report.
+`selection.report` writes the report.
 """
 from __future__ import annotations
 

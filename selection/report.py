@@ -1,4 +1,4 @@
-"""The report of a fine-tuning selection (`tasks.selection`): `selection.json` and `selection.md`.
+"""The report of a fine-tuning selection (`selection.grid`): `selection.json` and `selection.md`.
 
 The JSON holds every run's dev results, the mean and sample standard deviation of each result per
 setting, the rule, the chosen run and where its test predictions are; the Markdown file is written
@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-from tasks.selection import RULE, Grid, Run, Setting, mean_sd
+from selection.grid import RULE, Grid, Run, Setting, mean_sd
 
 # Keys of eval_results.txt left out of the tables: `loss` repeats `eval_loss`.
 _NOT_SHOWN = ("loss", "global_step")
@@ -29,10 +29,10 @@ def build_report(task_name: str, metric: str, grid: Grid,
 
     Args:
         task_name: the task.
-        metric: the result the choice is made on (`tasks.selection.main_metric`).
+        metric: the result the choice is made on (`selection.grid.main_metric`).
         grid: the grid; its runs give the order of the tables.
         results: (run, dev results) of the finished runs.
-        chosen: `tasks.selection.choose` of `results`.
+        chosen: `selection.grid.choose` of `results`.
         run_dirs: each run's folder, by run name.
         predictions: {"output_dir", "files"} of the chosen model's test predictions, {"note"}
             when there are none to make, None while the runs are not all finished.
