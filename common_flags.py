@@ -19,6 +19,7 @@ from training.distribution import get_strategy
 from training.optimizer import create_optimizer
 from training.precision import needs_loss_scaling, set_dtype_policy
 from training.fine_tuning import FineTuningRun, warmup_steps
+from training.periodic_evaluation import EvaluationPlan
 from training.trainer import TrainingConfig
 
 FLAGS = flags.FLAGS
@@ -102,6 +103,40 @@ def define_fine_tuning_flags(actions: dict[str, str], train_batch_size: int = 32
     flags.DEFINE_integer("save_checkpoints_steps", 1000, "Steps between training checkpoints.")
     define_batching_flags(group_by_length=True)
     define_training_flags()
+    define_evaluation_flags("dev")
+
+
+def define_evaluation_flags(dev: str, epochs: bool = True) -> None:
+    """Scoring `dev` during training, the best model kept in output_dir/best, early stopping
+    (`epochs`: also at the end of each epoch)."""
+    flags.DEFINE_integer("eval_every_steps", None, f"Score {dev} every N training steps "
+                         "(eval_results_step_N.txt, train_log.jsonl, TensorBoard's eval/) and "
+                         "keep the best model in output_dir/best, in the original's format.")
+    if epochs:
+        flags.DEFINE_bool("eval_every_epoch", False, f"Score {dev} at the end of each epoch "
+                          "(eval_results_epoch_N.txt) and keep the best model in "
+                          "output_dir/best.")
+    flags.DEFINE_integer("early_stopping_patience", None, "Stop training after this many "
+                         f"scorings of {dev} in a row without improvement (with "
+                         "--eval_every_steps or --eval_every_epoch); output_dir/best keeps the "
+                         "best.")
+    flags.DEFINE_string("metric_for_best", None, "The result of eval_results.txt the best model "
+                        "is chosen by (highest wins; lowest for a loss or an error such as "
+                        "eval_loss, eval_mse). Default: the task's main metric.")
+
+
+def evaluation_plan_from_flags(default_metric: str = "") -> EvaluationPlan:
+    """The scoring during training of --eval_every_steps, --eval_every_epoch,
+    --early_stopping_patience and --metric_for_best, checked."""
+    plan = EvaluationPlan(every_steps=FLAGS.eval_every_steps,
+                          every_epoch="eval_every_epoch" in FLAGS and FLAGS.eval_every_epoch,
+                          metric=FLAGS.metric_for_best or default_metric,
+                          patience=FLAGS.early_stopping_patience)
+    plan.check()
+    if plan.enabled and not FLAGS.do_train:
+        raise ValueError("--eval_every_steps and --eval_every_epoch score while training: they "
+                         "need --do_train")
+    return plan
 
 
 def define_batching_flags(group_by_length: bool) -> None:

@@ -6,8 +6,11 @@ in the graph.
         --quantize=dynamic_int8
 
 `--format=saved_model` (the default) writes three SavedModels under `--output`:
-- `text_model/`: text -> the head's outputs (classifier probabilities, SQuAD start/end logits with
-  token offsets, token-classifier probabilities, or the encoder's pooled and sequence outputs),
+- `text_model/`: text -> the head's outputs (classifier probabilities and the label's name, a
+  sigmoid per label and the names predicted for a multi-label classifier, SQuAD start/end logits
+  with token offsets, token-classifier probabilities and tags, or the encoder's pooled and
+  sequence outputs; the names are those the model was trained with: its model_spec.json's, else
+  its label_list.txt's),
   each call padded to its longest text; `serving_embedding` -> a sentence vector (--pooling,
   --normalize; a sentence-transformers folder's own by default); with the masked-LM head,
   `serving_fill_mask` -> the --top_k tokens of each [MASK];
@@ -37,6 +40,7 @@ from modeling.text_heads import POOLINGS
 from serving.litert import QUANTIZATIONS, LiteTextModel, export_litert
 from serving.servers import EncoderServer, Preprocessor, TextModelServer
 from tasks.embedding import read_sentence_transformers_folder
+from tasks.text_model import saved_labels
 from utils.output_files import atomic_output_folder, check_output_folder
 
 FLAGS = flags.FLAGS
@@ -77,23 +81,28 @@ def main(_):
     pooling = FLAGS.pooling or (sentence.pooling if sentence else "cls")
     normalize = (sentence.normalize if sentence else False) if FLAGS.normalize is None \
         else FLAGS.normalize
+    # A classifier's or tagger's label names: model_spec.json's, else label_list.txt's.
+    labels = loaded.labels or saved_labels(FLAGS.input)
     if FLAGS.format == "litert":
         module = LiteTextModel(loaded.model, loaded.vocab_file, do_lower_case,
-                               FLAGS.max_seq_length, pooling, normalize, FLAGS.top_k)
+                               FLAGS.max_seq_length, pooling, normalize, FLAGS.top_k,
+                               labels=labels, problem_type=loaded.problem_type)
         with atomic_output_folder(FLAGS.output) as folder:
             written = export_litert(module, folder, FLAGS.quantize)
     else:
-        written = _write_saved_models(loaded, do_lower_case, pooling, normalize)
+        written = _write_saved_models(loaded, do_lower_case, pooling, normalize, labels)
     print(f"wrote {FLAGS.output}: {', '.join(written)} ({loaded.spec.head} head, "
           f"max_seq_length={FLAGS.max_seq_length}, do_lower_case={do_lower_case})")
 
 
-def _write_saved_models(loaded, do_lower_case: bool, pooling: str, normalize: bool) -> list[str]:
+def _write_saved_models(loaded, do_lower_case: bool, pooling: str, normalize: bool,
+                        labels) -> list[str]:
     """Writes the three SavedModels into --output; returns their names."""
     tokenizer = TextTokenizer(loaded.vocab_file, do_lower_case)
     modules = {
         TEXT_MODEL: TextModelServer(loaded.model, tokenizer, FLAGS.max_seq_length,
-                                    loaded.vocab_file, pooling, normalize, FLAGS.top_k),
+                                    loaded.vocab_file, pooling, normalize, FLAGS.top_k,
+                                    labels=labels, problem_type=loaded.problem_type),
         PREPROCESSING: Preprocessor(tokenizer, FLAGS.max_seq_length, loaded.vocab_file),
         ENCODER: EncoderServer(encoder_of(loaded.model), loaded.vocab_file, do_lower_case),
     }

@@ -21,7 +21,8 @@ empty lines included, in the input's order.
   folder brings its own pooling, normalisation and max_seq_length.
 - classify: a model run_classifier.py fine-tuned (its --output_dir, or any classifier
   checkpoint): {"line": n, "text": ..., "label": ..., "probabilities": {label: p, ...}}, the
-  label names the model was saved with; a regression model (STS-B): {"line", "text",
+  label names the model was saved with; a multi-label model: {"line", "text", "labels": [those
+  whose sigmoid reaches 0.5], "probabilities"}; a regression model (STS-B): {"line", "text",
   "prediction"}. A line longer than --max_seq_length is read in overlapping windows (a pair:
   windows of its longer side, the shorter kept in each) and the windows' probabilities (or
   predictions) are averaged.
@@ -172,6 +173,8 @@ def _embed(texts: list[str], progress: Progress) -> None:
 def _classify(answer) -> dict:
     if answer.label is None:
         return {"prediction": answer.prediction}
+    if answer.labels is not None:
+        return {"labels": list(answer.labels), "probabilities": answer.probabilities}
     return {"label": answer.label, "probabilities": answer.probabilities}
 
 

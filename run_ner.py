@@ -5,9 +5,13 @@
       --do_train --do_eval --do_predict --document_context --max_seq_length=128 \
       --train_batch_size=32 --learning_rate=5e-5 --num_train_epochs=3.0 --output_dir=/tmp/ner
 
---data_dir holds train.txt, valid.txt and test.txt (or eng.train, eng.testa, eng.testb), IOB1 or
-IOB2. Each word's first WordPiece carries its tag; other pieces are ignored by the loss and the
-predictions. --document_context fills each sequence with the sentence's neighbours in its document.
+--data_dir holds train.txt, valid.txt and test.txt (or eng.train, eng.testa, eng.testb);
+--train_file, --dev_file and --test_file name files anywhere instead. A file has a token a line in
+whitespace-separated columns, the word in --token_column and its tag in --tag_column (default:
+the first and the last, so CoNLL-2003's four columns and two-column files such as WNUT-17's and
+WikiANN's both read), tags in IOB1, IOB2 or IOBES (BILOU), read into IOB2; the tag set is the
+training file's entity types, written to `label_list.txt`. Each word's first WordPiece carries its
+tag; other pieces are ignored by the loss and the predictions. --document_context fills each sequence with the sentence's neighbours in its document.
 Training cuts a sentence longer than --max_seq_length; dev and test tag it in overlapping windows
 --doc_stride tokens apart, each word from the window where its first piece has the most context
 (SQuAD's rule); a sentence that fits is one sequence either way.
@@ -21,7 +25,10 @@ Outputs in --output_dir, for dev (--do_eval) and test (--do_predict): `eval_resu
 `predictions_dev.txt` / `predictions_test.txt` (`word gold predicted`, conlleval's input). Training
 writes `label_list.txt`, read back by runs without --do_train, the training checkpoints (`ckpt-N`,
 this project's format) and `model.ckpt` in the original format (the whole tagger when fine-tuning,
-the encoder with --feature_based) with `bert_config.json`.
+the encoder with --feature_based) with `bert_config.json`. With --eval_every_steps or
+--eval_every_epoch, dev is scored during training (eval_results_step_N.txt) and the tagger of the
+best entity F1 kept in `best/`; --early_stopping_patience stops after that many scorings without
+improvement.
 """
 from __future__ import annotations
 
@@ -39,6 +46,11 @@ from tasks import ner, ner_feature_based, runner
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("data_dir", None, "Folder of the CoNLL files: train.txt, valid.txt, test.txt.")
+for _role, _split in ner.SPLIT_OF_ROLE.items():
+    flags.DEFINE_string(f"{_split}_file", None, f"The {_split} file for --do_{_role} (default: "
+                        "the one in --data_dir).")
+flags.DEFINE_integer("token_column", 0, "The word's column (from 0; negative: from the end).")
+flags.DEFINE_integer("tag_column", -1, "The tag's column (default: the last).")
 common_flags.define_model_flags(
     "Pretrained checkpoint: the encoder to fine-tune or, with --feature_based, to extract "
     "features from. Without --do_train and --feature_based, a fine-tuned tagger (default: the "
@@ -51,7 +63,8 @@ common_flags.define_fine_tuning_flags(
      "predict": "Tag and score the test file (test.txt)."},
     learning_rate=None, learning_rate_help=f"Peak learning rate (default {ner.LEARNING_RATE:g} "
     f"fine-tuning, {ner.FEATURE_BASED_LEARNING_RATE:g} with --feature_based).")
-flags.DEFINE_enum("tag_scheme", "auto", conll.TAG_SCHEMES, "Tags of the files: iob1, iob2, auto.")
+flags.DEFINE_enum("tag_scheme", "auto", conll.TAG_SCHEMES, "Tags of the files: iob1, iob2, iobes "
+                  "(BILOU's B-, I-, L-, U- too), or auto to tell them apart.")
 flags.DEFINE_bool("document_context", False, "Pack the maximal document context around each "
                   "sentence, as the paper does.")
 flags.DEFINE_integer("doc_stride", None, "Dev and test: tokens between the starts of the "
@@ -67,7 +80,7 @@ flags.DEFINE_string("feature_layers", "-1,-2,-3,-4", "--feature_based: encoder l
 flags.DEFINE_integer("lstm_units", 768, "--feature_based: units of each LSTM direction.")
 flags.DEFINE_string("feature_cache_dir", None, "--feature_based: where features are cached "
                     "(default: <output_dir>/feature_cache).")
-flags.mark_flags_as_required(["data_dir", "output_dir"])
+flags.mark_flags_as_required(["output_dir"])
 
 
 def _frozen(config: BertConfig) -> ner_feature_based.FrozenFeatures | None:
@@ -84,12 +97,17 @@ def _frozen(config: BertConfig) -> ner_feature_based.FrozenFeatures | None:
 
 def _settings(config: BertConfig) -> ner.Settings:
     return ner.Settings(
-        data_dir=FLAGS.data_dir, output_dir=FLAGS.output_dir, max_seq_length=FLAGS.max_seq_length,
+        data_dir=FLAGS.data_dir, output_dir=FLAGS.output_dir,
+        files={role: FLAGS[f"{split}_file"].value for role, split in ner.SPLIT_OF_ROLE.items()
+               if FLAGS[f"{split}_file"].value},
+        token_column=FLAGS.token_column, tag_column=FLAGS.tag_column,
+        max_seq_length=FLAGS.max_seq_length,
         do_lower_case=FLAGS.do_lower_case, tag_scheme=FLAGS.tag_scheme,
         document_context=FLAGS.document_context, doc_stride=FLAGS.doc_stride,
         eval_batch_size=FLAGS.eval_batch_size, predict_batch_size=FLAGS.predict_batch_size,
         batching=common_flags.batching_from_flags(), init_checkpoint=FLAGS.init_checkpoint,
-        frozen=_frozen(config), lstm_units=FLAGS.lstm_units)
+        frozen=_frozen(config), lstm_units=FLAGS.lstm_units,
+        evaluation=common_flags.evaluation_plan_from_flags(ner.MAIN_METRIC))
 
 
 def main(_):

@@ -16,6 +16,12 @@ once instead, the last batch partial (at most --max_eval_steps batches; 0: no li
 metrics are means over every evaluated example: masked-LM accuracy and loss weighted by
 masked_lm_weights, next-sentence accuracy and loss per example; `loss` is the mean of the batch
 losses, as the original's Estimator reports it.
+
+--eval_input_file names held-out records (create_pretraining_data.py on text the training records
+were not made from): --do_eval then scores them instead of --input_file, and --eval_every_steps
+scores them during training (eval_results_step_N.txt, train_log.jsonl, TensorBoard's eval/),
+keeping the best model by masked-LM accuracy (--metric_for_best) in output_dir/best;
+--early_stopping_patience stops after that many scorings without improvement.
 """
 from utils import tensorflow_startup  # noqa: F401  (first: TensorFlow starts quietly)
 from utils import entry_point
@@ -37,7 +43,10 @@ flags.DEFINE_string("init_checkpoint", None, "Checkpoint to start from, in any f
 flags.DEFINE_integer("max_seq_length", 128, "Sequence length of the TFRecords.")
 flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked-LM slots per sequence in the TFRecords.")
 flags.DEFINE_bool("do_train", False, "Train.")
-flags.DEFINE_bool("do_eval", False, "Evaluate on --input_file and write eval_results.txt.")
+flags.DEFINE_bool("do_eval", False, "Evaluate on --eval_input_file (default: --input_file, as "
+                  "the original) and write eval_results.txt.")
+flags.DEFINE_string("eval_input_file", None, "Held-out TFRecord files (comma-separated, globs "
+                    "allowed), scored by --do_eval and --eval_every_steps.")
 flags.DEFINE_integer("train_batch_size", 32, "Global batch size for training.")
 flags.DEFINE_integer("eval_batch_size", 8, "Batch size for evaluation.")
 flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.")
@@ -53,12 +62,30 @@ flags.DEFINE_bool("eval_single_pass", False,
 flags.DEFINE_bool("use_next_sentence_label", True,
                   "False drops the next-sentence loss (the paper's 'No NSP' ablation).")
 common_flags.define_training_flags()
+common_flags.define_evaluation_flags("the --eval_input_file records", epochs=False)
 flags.mark_flags_as_required(["input_file", "output_dir"])
 
 
-def _records() -> pretraining.Records:
-    return pretraining.Records(FLAGS.input_file, FLAGS.max_seq_length,
-                               FLAGS.max_predictions_per_seq, FLAGS.use_next_sentence_label)
+def _records(input_file: str) -> pretraining.Records:
+    return pretraining.Records(input_file, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
+                               FLAGS.use_next_sentence_label)
+
+
+def _checked_records() -> tuple[pretraining.Records, pretraining.Records]:
+    """The training records and those evaluated, checked before the output folder is touched."""
+    plan = common_flags.evaluation_plan_from_flags(pretraining.MAIN_METRIC)
+    if plan.enabled and not FLAGS.eval_input_file:
+        raise ValueError("--eval_every_steps needs --eval_input_file: held-out records to score")
+    for flag in ("input_file", "eval_input_file"):
+        if FLAGS[flag].value:
+            check_pretraining_files(expand_file_patterns(FLAGS[flag].value),
+                                    FLAGS.max_seq_length, FLAGS.max_predictions_per_seq)
+    return _records(FLAGS.input_file), _records(FLAGS.eval_input_file or FLAGS.input_file)
+
+
+def _evaluate(model, records: pretraining.Records, step: int, suffix: str = "") -> dict:
+    return pretraining.evaluate(model, records, step, FLAGS.output_dir, FLAGS.eval_batch_size,
+                                FLAGS.max_eval_steps, FLAGS.eval_single_pass, suffix)
 
 
 def main(_):
@@ -71,24 +98,24 @@ def main(_):
         raise ValueError(f"--max_eval_steps={FLAGS.max_eval_steps} must be >= 1 (or set "
                          "--eval_single_pass to evaluate every record once)")
     # Unreadable or mismatched input fails here, before the output folder is touched.
-    check_pretraining_files(expand_file_patterns(FLAGS.input_file), FLAGS.max_seq_length,
-                            FLAGS.max_predictions_per_seq)
+    records, eval_records = _checked_records()
     tf.io.gfile.makedirs(FLAGS.output_dir)
-    records = _records()
     model = None
     if FLAGS.do_train:
         run = common_flags.fine_tuning_run(strategy, default_log_steps=100, optimizer_fn=(
             lambda steps: common_flags.create_optimizer_from_flags(
                 FLAGS.learning_rate, steps, FLAGS.num_warmup_steps)))
-        model = pretraining.train(run, config, records, FLAGS.num_train_steps)
+        model = pretraining.train(
+            run, config, records, FLAGS.num_train_steps,
+            common_flags.evaluation_plan_from_flags(pretraining.MAIN_METRIC),
+            lambda scored, step, suffix: _evaluate(scored, eval_records, step, suffix))
     if FLAGS.do_eval:
         if model is None:
             model = BertPretrainer(config)
             pretraining.initialise(model, FLAGS.init_checkpoint or FLAGS.output_dir)
         step = checkpoints.checkpoint_step(FLAGS.init_checkpoint or FLAGS.output_dir) \
             if not FLAGS.do_train else FLAGS.num_train_steps
-        pretraining.evaluate(model, records, step, FLAGS.output_dir, FLAGS.eval_batch_size,
-                             FLAGS.max_eval_steps, FLAGS.eval_single_pass)
+        _evaluate(model, eval_records, step)
 
 
 if __name__ == "__main__":

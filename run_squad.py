@@ -12,7 +12,10 @@ Writes the original's predictions.json, nbest_predictions.json and, with
 and bert_config.json. When the predict file has gold answers, the official evaluation runs
 in-process: its metrics go to eval_results.json, under the official scripts' key names, and to
 stdout. --do_predict without --do_train predicts with --init_checkpoint, which must then hold a
-SQuAD head, or when it is not given with the model fine-tuned in --output_dir.
+SQuAD head, or when it is not given with the model fine-tuned in --output_dir. With
+--eval_every_steps or --eval_every_epoch, the --predict_file (with its answers) is scored during
+training by the official evaluation (eval_results_step_N.json) and the model of the best F1 kept
+in `best/`; --early_stopping_patience stops after that many scorings without improvement.
 """
 from utils import tensorflow_startup  # noqa: F401  (first: TensorFlow starts quietly)
 from utils import entry_point
@@ -53,7 +56,8 @@ def _settings() -> squad.Settings:
         windows=squad.Windows(FLAGS.max_seq_length, FLAGS.doc_stride, FLAGS.max_query_length),
         rules=squad.AnswerRules(FLAGS.n_best_size, FLAGS.max_answer_length, FLAGS.do_lower_case,
                                 FLAGS.version_2_with_negative, FLAGS.null_score_diff_threshold),
-        predict_batch_size=FLAGS.predict_batch_size, batching=common_flags.batching_from_flags())
+        predict_batch_size=FLAGS.predict_batch_size, batching=common_flags.batching_from_flags(),
+        evaluation=common_flags.evaluation_plan_from_flags(squad.MAIN_METRIC))
 
 
 def main(_):

@@ -13,7 +13,10 @@ and `eval_predictions.csv` for val.csv, `predictions.csv` for test.csv (`id,prob
 prediction`), and the fine-tuned model as `model.ckpt` (original format) with its
 `bert_config.json`, beside the training checkpoints (`ckpt-N`, this project's format). Without
 --do_train, --init_checkpoint (default: the newest checkpoint in --output_dir) must be a fine-tuned
-SWAG model. Rerunning an interrupted training command resumes from --output_dir.
+SWAG model. Rerunning an interrupted training command resumes from --output_dir. With
+--eval_every_steps or --eval_every_epoch, val.csv is scored during training
+(eval_results_step_N.txt) and the most accurate model kept in `best/`;
+--early_stopping_patience stops after that many scorings without improvement.
 """
 from __future__ import annotations
 
@@ -45,7 +48,8 @@ def main(_):
     settings = swag.Settings(
         data_dir=FLAGS.data_dir, output_dir=FLAGS.output_dir, max_seq_length=FLAGS.max_seq_length,
         do_lower_case=FLAGS.do_lower_case, eval_batch_size=FLAGS.eval_batch_size,
-        predict_batch_size=FLAGS.predict_batch_size, batching=common_flags.batching_from_flags())
+        predict_batch_size=FLAGS.predict_batch_size, batching=common_flags.batching_from_flags(),
+        evaluation=common_flags.evaluation_plan_from_flags(swag.MAIN_METRIC))
     runner.fine_tune(swag, settings, config, common_flags.tokenizer_from_flags(config),
                      common_flags.roles_from_flags(), common_flags.start_fine_tuning_run,
                      FLAGS.output_dir)

@@ -51,6 +51,55 @@ def mean_cross_entropy(logits: tf.Tensor, label_ids: tf.Tensor,
     return _mean(losses, global_batch_size)
 
 
+def weighted_cross_entropy(logits: tf.Tensor, label_ids: tf.Tensor, class_weights: tf.Tensor,
+                           global_batch_size: int | tf.Tensor | None = None) -> tf.Tensor:
+    """Cross-entropy with each example weighted by its class's weight, summed over the batch and
+    divided by the number of examples (Keras' sample weights).
+
+    Args:
+        logits: float32 [B, K].
+        label_ids: int [B].
+        class_weights: float32 [K].
+    """
+    weights = tf.gather(tf.cast(class_weights, tf.float32), label_ids)
+    return _mean(weights * per_example_cross_entropy(logits, label_ids), global_batch_size)
+
+
+def per_example_binary_cross_entropy(logits: tf.Tensor, labels: tf.Tensor,
+                                     positive_weights: tf.Tensor | None = None,
+                                     negative_weights: tf.Tensor | None = None) -> tf.Tensor:
+    """Multi-label loss of each example: the mean over labels of each label's sigmoid
+    cross-entropy, -[y log s(x) + (1 - y) log(1 - s(x))] (as PyTorch's BCEWithLogitsLoss).
+
+    Args:
+        logits: float32 [..., K].
+        labels: float [..., K], 1.0 where the example has the label, 0.0 elsewhere.
+        positive_weights, negative_weights: float32 [K] weights of each label's two terms
+            (None: 1.0).
+
+    Returns:
+        float32 [...].
+    """
+    labels = tf.cast(labels, tf.float32)
+    positive = labels * tf.math.softplus(-logits)          # -log s(x)
+    negative = (1.0 - labels) * tf.math.softplus(logits)   # -log(1 - s(x))
+    if positive_weights is not None:
+        positive *= tf.cast(positive_weights, tf.float32)
+    if negative_weights is not None:
+        negative *= tf.cast(negative_weights, tf.float32)
+    return tf.reduce_mean(positive + negative, axis=-1)
+
+
+def mean_binary_cross_entropy(logits: tf.Tensor, labels: tf.Tensor,
+                              global_batch_size: int | tf.Tensor | None = None,
+                              positive_weights: tf.Tensor | None = None,
+                              negative_weights: tf.Tensor | None = None) -> tf.Tensor:
+    """`per_example_binary_cross_entropy`, averaged over the batch: logits [B, K], labels
+    [B, K]."""
+    return _mean(per_example_binary_cross_entropy(logits, labels, positive_weights,
+                                                  negative_weights), global_batch_size)
+
+
 def mean_squared_error(predictions: tf.Tensor, labels: tf.Tensor,
                        global_batch_size: int | tf.Tensor | None = None) -> tf.Tensor:
     """Mean squared error for regression tasks (STS-B); predictions float32 [B, 1] or [B]."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from typing import Sequence
 
 import keras
 import tensorflow as tf
@@ -49,9 +50,11 @@ class LiteTextModel(TextModelServer):
 
     def __init__(self, model: keras.Model, vocab_file: str, do_lower_case: bool,
                  max_seq_length: int, pooling: str = "cls", normalize: bool = False,
-                 top_k: int = 5, name: str | None = None):
+                 top_k: int = 5, name: str | None = None, labels: Sequence[str] | None = None,
+                 problem_type: str | None = None):
         super().__init__(model, LiteTokenizer(vocab_file, do_lower_case), max_seq_length,
-                         vocab_file, pooling, normalize, top_k, name=name)
+                         vocab_file, pooling, normalize, top_k, name=name, labels=labels,
+                         problem_type=problem_type)
 
     def _masked_ids(self, texts: tf.Tensor) -> tf.RaggedTensor:
         return self.tokenizer.tokenize_keeping(texts, MASK, self.mask_id)

@@ -14,6 +14,8 @@ Texts longer than `max_seq_length` are truncated as the original `convert_single
 """
 from __future__ import annotations
 
+from typing import Sequence
+
 import keras
 import tensorflow as tf
 
@@ -174,13 +176,22 @@ class TextModelServer(_TextModule):
     `modeling.text_heads`), and a model with the masked-LM head `serving_fill_mask(text)` -> for
     each `[MASK]` of the text, `mask_positions` [B, P] (-1 past the text's masks), `token_ids`,
     `tokens` and `probabilities` [B, P, top_k]. A multiple-choice model has no text signature.
+
+    With `labels` (the names the model was trained with, by id), a classifier also gives `label`
+    [B], the most probable label's name, and a tagger `tags` [B, T]; a multi-label classifier
+    (`problem_type`) gives a sigmoid per label as `probabilities` and `labels` [B, K], each label's
+    name where its probability reaches 0.5, "" elsewhere.
     """
 
     def __init__(self, model: keras.Model, tokenizer: TextTokenizer, max_seq_length: int,
                  vocab_file: str, pooling: str = "cls", normalize: bool = False,
-                 top_k: int = 5, name: str | None = None):
+                 top_k: int = 5, name: str | None = None, labels: Sequence[str] | None = None,
+                 problem_type: str | None = None):
         super().__init__(tokenizer, max_seq_length, vocab_file, pad_to_longest=True, name=name)
         self.spec = model_spec(model)
+        self.multi_label = problem_type == "multi_label"
+        # Index 0 is "", for a multi-label model's labels not predicted.
+        self.label_names = None if not labels else tf.constant(["", *labels])
         if self.spec.head == "multiple_choice":
             raise ValueError("a multiple-choice model has no text serving signature")
         # The pretraining heads need masked positions: a pretrainer serves its encoder.
@@ -206,10 +217,22 @@ class TextModelServer(_TextModule):
             return {k: outputs[k] for k in ("pooled_output", "sequence_output")}
         if head == "squad":
             return {k: outputs[k] for k in ("start_logits", "end_logits")}
-        if num_labels == 1:
-            return {"logits": outputs["logits"], "predictions": outputs["logits"][..., 0]}
-        return {"logits": outputs["logits"],
-                "probabilities": tf.nn.softmax(outputs["logits"], axis=-1)}
+        logits = outputs["logits"]
+        if num_labels == 1 and not self.multi_label:
+            return {"logits": logits, "predictions": logits[..., 0]}
+        if self.multi_label:
+            probabilities = tf.sigmoid(logits)
+            found = {"logits": logits, "probabilities": probabilities}
+            if self.label_names is not None:
+                ids = tf.range(1, num_labels + 1)
+                found["labels"] = tf.gather(self.label_names,
+                                            tf.where(probabilities >= 0.5, ids, 0))
+            return found
+        found = {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1)}
+        if self.label_names is not None:
+            found["tags" if head == "token_classifier" else "label"] = tf.gather(
+                self.label_names, tf.argmax(logits, axis=-1, output_type=tf.int32) + 1)
+        return found
 
     def _serve(self, first, second=None):
         features, offsets = self._features(first, second)

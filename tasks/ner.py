@@ -26,10 +26,12 @@ from modeling import losses
 from modeling.config import BertConfig
 from modeling.task_models import BertTokenClassifier
 from tasks import ner_feature_based as feature_based
-from tasks.text_model import TextModel, model_folder, read_fine_tuned
+from tasks.text_model import (LABEL_FILE, TextModel, model_folder, read_fine_tuned,
+                              saved_labels, write_labels)
 from training import fine_tuning
 from training.batching import FIXED, ArrayExamples, Batching
-from utils.output_files import write_eval_results, write_text_atomically, written_together
+from training.periodic_evaluation import EvaluationPlan
+from utils.output_files import write_eval_results, written_together
 
 # The file names of each split, in the order they are looked for.
 FILES = {"train": ("train.txt", "eng.train"),
@@ -38,6 +40,8 @@ FILES = {"train": ("train.txt", "eng.train"),
 RESULTS = {"dev": "eval_results.txt", "test": "test_results.txt"}
 # The split each role reads: --do_eval scores dev, --do_predict tags and scores test.
 SPLIT_OF_ROLE = {"train": "train", "eval": "dev", "predict": "test"}
+# The result the best tagger is chosen by.
+MAIN_METRIC = "eval_f1"
 # The paper's fine-tuning rate, and the rate of the BiLSTM trained on frozen features.
 LEARNING_RATE = 5e-5
 FEATURE_BASED_LEARNING_RATE = 1e-3
@@ -48,7 +52,10 @@ class Settings:
     """What a run reads and writes besides its model (run_ner.py's flags).
 
     Attributes:
-        data_dir: the folder of the CoNLL files (`FILES`).
+        data_dir: the folder of the CoNLL files (`FILES`); None where `files` names them all.
+        files: a file for some roles ("train", "eval", "predict"), instead of `data_dir`'s.
+        token_column, tag_column: the columns of each line's word and tag (negative: from the
+            end; CoNLL-2003's four columns and two-column files alike by default).
         output_dir: where results, predictions and the model go.
         max_seq_length: tokens per sequence.
         do_lower_case: the tokenizer's casing.
@@ -64,8 +71,11 @@ class Settings:
         lstm_units: units of each LSTM direction (`frozen` only).
     """
 
-    data_dir: str
+    data_dir: str | None
     output_dir: str
+    files: dict[str, str] = dataclasses.field(default_factory=dict)
+    token_column: int = 0
+    tag_column: int = -1
     max_seq_length: int = 128
     do_lower_case: bool = False
     tag_scheme: str = "auto"
@@ -77,6 +87,7 @@ class Settings:
     init_checkpoint: str | None = None
     frozen: feature_based.FrozenFeatures | None = None
     lstm_units: int = 768
+    evaluation: EvaluationPlan = EvaluationPlan(metric=MAIN_METRIC)
 
     def check(self) -> None:
         """Raises ValueError for a stride or LSTM size below 1, or windows with frozen features
@@ -85,6 +96,7 @@ class Settings:
             raise ValueError(f"--lstm_units={self.lstm_units} must be positive")
         if self.doc_stride is not None and self.doc_stride < 1:
             raise ValueError(f"--doc_stride={self.doc_stride} must be at least 1")
+        self.evaluation.check()
         if self.frozen is None:
             return
         if self.doc_stride is not None:
@@ -97,7 +109,17 @@ class Settings:
     def sequences(self) -> dict:
         """How sentences become sequences (the frozen features' cache is keyed on it)."""
         return {"tag_scheme": self.tag_scheme, "max_seq_length": self.max_seq_length,
-                "document_context": self.document_context}
+                "document_context": self.document_context,
+                **({"columns": [self.token_column, self.tag_column]}
+                   if (self.token_column, self.tag_column) != (0, -1) else {})}
+
+    def path(self, role: str) -> str:
+        """The file of a role: the one named for it, else the split's file in `data_dir`."""
+        if role in self.files:
+            return self.files[role]
+        if self.data_dir is None:
+            raise ValueError(f"--do_{role} needs --{SPLIT_OF_ROLE[role]}_file or --data_dir")
+        return split_path(self.data_dir, SPLIT_OF_ROLE[role])
 
 
 def learning_rate(settings: Settings, given: float | None) -> float:
@@ -155,8 +177,11 @@ def read_splits(settings: Settings, roles: Sequence[str],
     read = {}
     for role in roles:
         split = SPLIT_OF_ROLE[role]
-        path = split_path(settings.data_dir, split)
-        read[role] = (path, conll.read_conll_file(path, settings.tag_scheme))
+        path = settings.path(role)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"--do_{role}: {path} does not exist")
+        read[role] = (path, conll.read_conll_file(path, settings.tag_scheme,
+                                                  settings.token_column, settings.tag_column))
         if not read[role][1].sentences:
             raise ValueError(f"{path}: no sentences in the {split} file (empty, or only "
                              "-DOCSTART- lines)")
@@ -183,19 +208,10 @@ def _labels_beside_model(settings: Settings) -> list[str]:
         else settings.init_checkpoint
     labels = saved_labels(path)
     if labels is None:
-        raise FileNotFoundError(f"no {conll.LABEL_FILE} beside {path}: without --do_train the "
+        raise FileNotFoundError(f"no {LABEL_FILE} beside {path}: without --do_train the "
                                 "labels come from the file the training run wrote beside the "
                                 "model")
     return labels
-
-
-def saved_labels(path: str) -> list[str] | None:
-    """The labels a training run wrote beside the model at `path` (`label_list.txt`), or None."""
-    label_file = os.path.join(model_folder(path), conll.LABEL_FILE)
-    if not os.path.isfile(label_file):
-        return None
-    with open(label_file, encoding="utf-8") as f:
-        return [line.strip() for line in f if line.strip()]
 
 
 def loss_fn(outputs, batch, normaliser):
@@ -232,16 +248,17 @@ def train(run: fine_tuning.FineTuningRun, config: BertConfig, settings: Settings
           splits: Splits) -> fine_tuning.Trained:
     """Fine-tunes the tagger (or trains the BiLSTM on frozen features) on the train file;
     writes the labels beside the model (`label_list.txt`)."""
-    write_text_atomically(os.path.join(settings.output_dir, conll.LABEL_FILE),
-                          "\n".join(splits.labels) + "\n")
+    write_labels(settings.output_dir, splits.labels)
     train_split = splits.by_role["train"]
     if settings.frozen:
         data = feature_based.word_examples(_words(settings, train_split),
                                            feature_based.word_labels(train_split.features))
     else:
         data = ArrayExamples(train_split.features.to_arrays(), batching=settings.batching)
-    return fine_tuning.train(run, fine_tuning_task(config, settings, splits), data,
-                             run.train_steps(data.num_examples))
+    return fine_tuning.train(
+        run, fine_tuning_task(config, settings, splits), data,
+        run.train_steps(data.num_examples), settings.evaluation,
+        lambda model, step, suffix: evaluate(model, settings, splits, step, suffix))
 
 
 def tag(model: keras.Model, found: ner_features.NerFeatures, labels: Sequence[str],
@@ -254,7 +271,7 @@ def tag(model: keras.Model, found: ner_features.NerFeatures, labels: Sequence[st
 
 
 def _score(model: keras.Model, settings: Settings, splits: Splits, role: str, batch_size: int,
-           global_step: int) -> dict:
+           global_step: int, suffix: str = "") -> dict:
     """Tags a split and writes its evaluation (`write_evaluation`); returns the results."""
     split = splits.by_role[role]
     if settings.frozen:
@@ -263,12 +280,14 @@ def _score(model: keras.Model, settings: Settings, splits: Splits, role: str, ba
     else:
         tags, loss = tag(model, split.features, splits.labels, batch_size, settings.batching)
     return write_evaluation(SPLIT_OF_ROLE[role], split.path, split.data, tags, loss, global_step,
-                            settings.output_dir)
+                            settings.output_dir, suffix)
 
 
-def evaluate(model: keras.Model, settings: Settings, splits: Splits, global_step: int) -> dict:
-    """Tags and scores the dev file: eval_results.txt, conlleval_dev.txt, predictions_dev.txt."""
-    return _score(model, settings, splits, "eval", settings.eval_batch_size, global_step)
+def evaluate(model: keras.Model, settings: Settings, splits: Splits, global_step: int,
+             suffix: str = "") -> dict:
+    """Tags and scores the dev file: eval_results.txt, conlleval_dev.txt, predictions_dev.txt;
+    with `suffix` (a scoring during training), eval_results{suffix}.txt alone."""
+    return _score(model, settings, splits, "eval", settings.eval_batch_size, global_step, suffix)
 
 
 def predict(model: keras.Model, settings: Settings, splits: Splits, global_step: int) -> None:
@@ -291,12 +310,16 @@ def _results(evaluation: metrics.NerEvaluation, loss: float, global_step: int) -
 
 
 def write_evaluation(split: str, path: str, data: conll.ConllData, tags: list[list[str]],
-                     loss: float, global_step: int, output_dir: str) -> dict:
+                     loss: float, global_step: int, output_dir: str, suffix: str = "") -> dict:
     """predictions_{split}.txt, conlleval_{split}.txt and eval/test_results.txt; the conlleval
-    report is printed too. Returns the results."""
+    report is printed too. With `suffix`, eval_results{suffix}.txt alone. Returns the results."""
     sentences = data.sentences
     evaluation = metrics.evaluate_ner([s.tags for s in sentences], tags)
     results = _results(evaluation, loss, global_step)
+    if suffix:
+        write_eval_results(os.path.join(output_dir, f"eval_results{suffix}.txt"), results)
+        logging.info("%s at step %d: entity F1 %.4f", split, global_step, results["eval_f1"])
+        return results
     with written_together():
         ner_features.write_conll_predictions(
             os.path.join(output_dir, f"predictions_{split}.txt"), sentences, tags)
@@ -347,7 +370,7 @@ class EntityTagger(TextModel):
         labels = loaded.labels or saved_labels(path)
         if labels is None:
             raise ValueError(f"{path}: no labels (model_spec.json, or "
-                             f"{os.path.join(model_folder(path), conll.LABEL_FILE)})")
+                             f"{os.path.join(model_folder(path), LABEL_FILE)})")
         return cls(loaded.model, tokenizer, labels, **kwargs)
 
     def __call__(self, texts: Sequence[str]) -> list[list[TaggedWord]]:
@@ -355,7 +378,7 @@ class EntityTagger(TextModel):
         if not texts:
             return []
         documents = [conll.ConllDocument((conll.ConllSentence(tuple(
-            conll.ConllToken(word, "", "", conll.OUTSIDE_TAG) for word in text.split()),
+            conll.ConllToken(word, conll.OUTSIDE_TAG) for word in text.split()),
             number + 1),)) for number, text in enumerate(texts)]
         found = ner_features.convert_documents_to_features(
             documents, self.tokenizer, self.labels, self.max_seq_length,

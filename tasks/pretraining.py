@@ -21,6 +21,7 @@ from modeling.pretrainer import (BertMaskedLM, BertPretrainer, pretraining_losse
 from training import fine_tuning
 from training.evaluation import evaluate as evaluate_batches
 from training.optimizer import optimizer_moments
+from training.periodic_evaluation import EvaluationPlan
 from utils.output_files import write_eval_results
 
 
@@ -107,13 +108,22 @@ def _accuracy(outputs, batch):
     return {"masked_lm_accuracy": value / tf.maximum(weight, 1.0)}
 
 
+# The result the best model is chosen by, when held-out records are scored during training.
+MAIN_METRIC = "masked_lm_accuracy"
+
+
 def train(run: fine_tuning.FineTuningRun, config: BertConfig, records: Records,
-          num_train_steps: int) -> BertPretrainer:
-    """Pretrains for `num_train_steps` (resuming from the output folder's checkpoints)."""
+          num_train_steps: int, evaluation: EvaluationPlan = EvaluationPlan(),
+          evaluate_records=None) -> BertPretrainer:
+    """Pretrains for `num_train_steps` (resuming from the output folder's checkpoints), scoring
+    `evaluate_records(model, step, suffix)` (held-out records) as `evaluation` says."""
     task = fine_tuning.FineTuningTask(lambda: BertPretrainer(config), records.loss_fn, head="",
                                       initialise=initialise, save=save, metric_fn=_accuracy)
     with damaged_records_named(records.input_file):
-        return fine_tuning.train(run, task, records, num_train_steps).model
+        return fine_tuning.train(
+            run, task, records, num_train_steps,
+            dataclasses.replace(evaluation, metric=evaluation.metric or MAIN_METRIC),
+            evaluate_records).model
 
 
 def _eval_dataset(records: Records, batch_size: int, max_steps: int,
@@ -134,8 +144,10 @@ def _eval_dataset(records: Records, batch_size: int, max_steps: int,
 
 
 def evaluate(model: BertPretrainer, records: Records, global_step: int, output_dir: str,
-             batch_size: int, max_steps: int, single_pass: bool = False) -> dict:
-    """Masked-LM and next-sentence accuracy and loss over the records, in eval_results.txt."""
+             batch_size: int, max_steps: int, single_pass: bool = False,
+             suffix: str = "") -> dict:
+    """Masked-LM and next-sentence accuracy and loss over the records, in
+    eval_results{suffix}.txt."""
     with damaged_records_named(records.input_file):
         results = evaluate_batches(
             model, _eval_dataset(records, batch_size, max_steps, single_pass),
@@ -144,7 +156,7 @@ def evaluate(model: BertPretrainer, records: Records, global_step: int, output_d
                 outputs, batch, use_next_sentence_label=records.use_next_sentence_label)["loss"],
             max_steps=max_steps)
     results["global_step"] = global_step
-    path = os.path.join(output_dir, "eval_results.txt")
+    path = os.path.join(output_dir, f"eval_results{suffix}.txt")
     write_eval_results(path, results)
     for key in sorted(results):
         logging.info("eval: %s = %s", key, results[key])

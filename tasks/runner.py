@@ -4,8 +4,9 @@ A task module (`classifier`, `ner`, `squad`, `swag`) is a `FineTunedTask`: its `
 run reads and writes besides the model: files, output folder, sequence length, batch sizes, and
 the task's own settings), `read_splits` (every split a run needs, read and made into features
 before anything is written, so that bad input fails first), `fine_tuning_task` (the model, its
-head and loss), `train`, `evaluate` (dev, scored by the task's metric) and `predict` (the test
-files), and a `Text*` class for new text. `fine_tune` is the recipe every fine-tuning script
+head and loss), `train` (scoring dev while it trains, as the settings' `evaluation` plan says),
+`evaluate` (dev, scored by the task's metric) and `predict` (the test files), and a `Text*` class
+for new text. `fine_tune` is the recipe every fine-tuning script
 runs: read, set up, train or restore, evaluate, predict.
 """
 from __future__ import annotations
@@ -38,9 +39,10 @@ class FineTunedTask(Protocol):
               splits: Any) -> fine_tuning.Trained:
         """Fine-tunes on the train split; the chief saves the model."""
 
-    def evaluate(self, model: keras.Model, settings: Any, splits: Any,
-                 global_step: int) -> dict:
-        """Scores the dev split(s), writes the results files; returns the results."""
+    def evaluate(self, model: keras.Model, settings: Any, splits: Any, global_step: int,
+                 suffix: str = "") -> dict:
+        """Scores the dev split(s), writes the results files; returns the results. With a
+        `suffix` (a scoring during training), writes `eval_results{suffix}` alone."""
 
     def predict(self, model: keras.Model, settings: Any, splits: Any, global_step: int) -> None:
         """Writes the test split(s)' outputs."""
@@ -61,7 +63,8 @@ def fine_tune(task: FineTunedTask, settings: Any, config: BertConfig, tokenizer:
     that does not fit fails first. Returns the trained model (None on workers other than the
     chief).
     """
-    splits = task.read_splits(settings, roles, tokenizer)
+    scored = "train" in roles and settings.evaluation.enabled and "eval" not in roles
+    splits = task.read_splits(settings, [*roles, "eval"] if scored else roles, tokenizer)
     run = start_run()
     trained = None if "train" in roles else fine_tuning.restore(
         run, task.fine_tuning_task(config, settings, splits))

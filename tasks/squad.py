@@ -33,9 +33,12 @@ from modeling.task_models import BertSpanLabeler
 from tasks.text_model import TextModel, parsed, parts, read_fine_tuned
 from training import fine_tuning
 from training.batching import FIXED, ArrayExamples, Batching
+from training.periodic_evaluation import EvaluationPlan
 from utils.output_files import written_together
 from utils.progress import Progress
 
+# The official evaluation's result the best model is chosen by.
+MAIN_METRIC = "f1"
 # Features stacked into arrays at a time while streaming the training set.
 _CHUNK = 4096
 # The log line of `predict`'s speed (the fine-tuning benchmark reads it).
@@ -78,6 +81,7 @@ class Settings:
     rules: AnswerRules = AnswerRules()
     predict_batch_size: int = 8
     batching: Batching = FIXED
+    evaluation: EvaluationPlan = EvaluationPlan(metric=MAIN_METRIC)
 
 
 class Splits(NamedTuple):
@@ -102,6 +106,7 @@ def read_splits(settings: Settings, roles: Sequence[str],
     first; a stride past the context window of long questions is only warned of."""
     windows = settings.windows
     windows.check(prefix="--")
+    settings.evaluation.check()
     window = windows.max_seq_length - windows.max_query_length - 3
     if windows.doc_stride > window:
         logging.warning("--doc_stride=%d exceeds the context window of long questions (%d "
@@ -119,7 +124,8 @@ def read_splits(settings: Settings, roles: Sequence[str],
         random.Random(TRAIN_SHUFFLE_SEED).shuffle(train)
     if "predict" in roles or "eval" in roles:
         if not settings.predict_file:
-            raise ValueError("--do_predict needs --predict_file")
+            raise ValueError("--do_predict needs --predict_file" if "predict" in roles else
+                             "scoring during training needs --predict_file, with answers")
         predict_json = load_squad_json(settings.predict_file)
         predict_examples = read_squad_examples(settings.predict_file, is_training=False).examples
         if not predict_examples:
@@ -216,8 +222,12 @@ def train(run: fine_tuning.FineTuningRun, config: BertConfig, settings: Settings
     # softmax over every position, the padded ones included, so a shorter batch would change it.
     data = ArrayExamples(training_arrays(splits.train, splits.tokenizer, settings.windows))
     logging.info("training on %d questions (%d features)", len(splits.train), data.num_examples)
-    return fine_tuning.train(run, fine_tuning_task(config, settings), data,
-                             run.train_steps(len(splits.train)))
+    # Epochs are the original's: questions, not windows, make the steps.
+    return fine_tuning.train(
+        run, fine_tuning_task(config, settings), data, run.train_steps(len(splits.train)),
+        settings.evaluation,
+        lambda model, step, suffix: evaluate(model, settings, splits, step, suffix),
+        epoch_examples=len(splits.train))
 
 
 def predict(model: keras.Model, settings: Settings, splits: Splits,
@@ -237,15 +247,26 @@ def predict(model: keras.Model, settings: Settings, splits: Splits,
     return results
 
 
-def evaluate(model: keras.Model, settings: Settings, splits: Splits, global_step: int) -> dict:
+def evaluate(model: keras.Model, settings: Settings, splits: Splits, global_step: int,
+             suffix: str = "") -> dict:
     """`predict`, on a predict file that must have gold answers; returns the official results.
+    With `suffix` (a scoring during training), only `eval_results{suffix}.json` is written.
 
     Raises:
         ValueError: the predict file has no gold answers to score.
     """
-    results = predict(model, settings, splits, global_step)
+    if not suffix:
+        results = predict(model, settings, splits, global_step)
+    else:
+        results = official_results(
+            answer(model, splits.predict, splits.tokenizer, settings.windows, settings.rules,
+                   settings.predict_batch_size, settings.batching),
+            splits.predict_json, settings.rules.version_2_with_negative)
     if results is None:
         raise ValueError(f"{settings.predict_file} has no gold answers to evaluate")
+    if suffix:
+        squad_metrics.write_eval_results(
+            os.path.join(settings.output_dir, f"eval_results{suffix}.json"), results)
     return results
 
 
@@ -266,19 +287,27 @@ def write_outputs(predictions: SquadPredictions, dataset_json: dict, output_dir:
     """predictions.json, nbest_predictions.json, null_odds.json (v2.0) and, where the file has
     gold answers, eval_results.json, which take their final names together. Returns the
     evaluation's results, or None."""
-    version = evaluation_version(dataset_json, version_2_with_negative)
     with written_together():
         write_predictions(
             predictions, os.path.join(output_dir, "predictions.json"),
             os.path.join(output_dir, "nbest_predictions.json"),
             os.path.join(output_dir, "null_odds.json") if version_2_with_negative else None)
-        if version is None:
-            return None
-        null_odds = predictions.null_odds if version_2_with_negative else None
-        results = squad_metrics.evaluate(dataset_json, predictions.predictions, version,
-                                         null_odds)
-        squad_metrics.write_eval_results(os.path.join(output_dir, "eval_results.json"), results)
+        results = official_results(predictions, dataset_json, version_2_with_negative)
+        if results is not None:
+            squad_metrics.write_eval_results(os.path.join(output_dir, "eval_results.json"),
+                                             results)
     return results
+
+
+def official_results(predictions: SquadPredictions, dataset_json: dict,
+                     version_2_with_negative: bool) -> dict | None:
+    """The official evaluation of the predictions (with the null odds for v2.0), or None
+    where the file has no gold answers."""
+    version = evaluation_version(dataset_json, version_2_with_negative)
+    if version is None:
+        return None
+    null_odds = predictions.null_odds if version_2_with_negative else None
+    return squad_metrics.evaluate(dataset_json, predictions.predictions, version, null_odds)
 
 
 @dataclasses.dataclass(frozen=True)

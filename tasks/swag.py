@@ -26,10 +26,13 @@ from modeling.task_models import BertMultipleChoice
 from tasks.text_model import TextModel, parsed, parts, read_fine_tuned
 from training import fine_tuning
 from training.batching import FIXED, ArrayExamples, Batching
+from training.periodic_evaluation import EvaluationPlan
 from utils.output_files import write_eval_results, written_together
 
 # The files of the SWAG distribution, by role.
 FILES = {"train": "train.csv", "eval": "val.csv", "predict": "test.csv"}
+# The result the best model is chosen by.
+MAIN_METRIC = "eval_accuracy"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +46,10 @@ class Settings:
     eval_batch_size: int = 8
     predict_batch_size: int = 8
     batching: Batching = Batching()
+    evaluation: EvaluationPlan = EvaluationPlan(metric=MAIN_METRIC)
+
+    def check(self) -> None:
+        self.evaluation.check()
 
 
 class Split(NamedTuple):
@@ -56,6 +63,7 @@ def read_splits(settings: Settings, roles: Sequence[str],
                 tokenizer: tokenization.FullTokenizer) -> dict[str, Split]:
     """Reads and featurises the file of every role, so that bad input fails before anything is
     written."""
+    settings.check()
     splits = {}
     for role in roles:
         path = os.path.join(settings.data_dir, FILES[role])
@@ -86,8 +94,10 @@ def train(run: fine_tuning.FineTuningRun, config: BertConfig, settings: Settings
           splits: dict[str, Split]) -> fine_tuning.Trained:
     """Fine-tunes on train.csv, int(questions / batch * epochs) steps."""
     data = ArrayExamples(splits["train"].arrays, batching=settings.batching)
-    return fine_tuning.train(run, fine_tuning_task(config, settings), data,
-                             run.train_steps(data.num_examples))
+    return fine_tuning.train(
+        run, fine_tuning_task(config, settings, splits), data,
+        run.train_steps(data.num_examples), settings.evaluation,
+        lambda model, step, suffix: evaluate(model, settings, splits, step, suffix))
 
 
 def logits(model: keras.Model, arrays: dict[str, np.ndarray], batch_size: int,
@@ -97,9 +107,10 @@ def logits(model: keras.Model, arrays: dict[str, np.ndarray], batch_size: int,
 
 
 def evaluate(model: keras.Model, settings: Settings, splits: dict[str, Split],
-             global_step: int) -> dict:
+             global_step: int, suffix: str = "") -> dict:
     """eval_results.txt (eval_accuracy, eval_loss, loss, global_step) and
-    eval_predictions.csv, for val.csv."""
+    eval_predictions.csv, for val.csv; with `suffix` (a scoring during training),
+    eval_results{suffix}.txt alone."""
     examples, arrays = splits["eval"]
     found = logits(model, arrays, settings.eval_batch_size, settings.batching)
     per_example_loss = losses.per_example_cross_entropy(found, arrays["label_ids"]).numpy()
@@ -108,11 +119,12 @@ def evaluate(model: keras.Model, settings: Settings, splits: dict[str, Split],
                **loss_metrics(per_example_loss, np.ones(len(examples)),
                               settings.eval_batch_size),
                "global_step": global_step}
-    path = os.path.join(settings.output_dir, "eval_results.txt")
+    path = os.path.join(settings.output_dir, f"eval_results{suffix}.txt")
     with written_together():
         write_eval_results(path, results)
-        swag.write_predictions(os.path.join(settings.output_dir, "eval_predictions.csv"),
-                               examples, probabilities)
+        if not suffix:
+            swag.write_predictions(os.path.join(settings.output_dir, "eval_predictions.csv"),
+                                   examples, probabilities)
     logging.info("***** Eval results (%d questions) written to %s *****", len(examples), path)
     for key in sorted(results):
         logging.info("  %s = %s", key, results[key])

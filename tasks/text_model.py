@@ -15,9 +15,12 @@ from data.features import EncodedSequence, text_sequence
 from modeling import checkpoints
 from training import prediction
 from training.batching import ArrayExamples, Batching
+from utils.output_files import write_text_atomically
 
 # The fine-tuned model a fine-tuning script writes into its --output_dir.
 FINE_TUNED_PREFIX = "model.ckpt"
+# A tagger's or a classifier's labels, one a line, in class-index order, beside its model.
+LABEL_FILE = "label_list.txt"
 
 
 class TextModel:
@@ -50,6 +53,21 @@ class TextModel:
 def model_folder(path: str) -> str:
     """The folder of a model: `path` itself if it is one, else the folder of its prefix."""
     return path if os.path.isdir(path) else os.path.dirname(path)
+
+
+def write_labels(folder: str, labels: Sequence[str]) -> None:
+    """`label_list.txt` in `folder`: the labels a model was trained with, one a line."""
+    write_text_atomically(os.path.join(folder, LABEL_FILE), "".join(f"{label}\n"
+                                                                    for label in labels))
+
+
+def saved_labels(path: str) -> list[str] | None:
+    """The labels a training run wrote beside the model at `path` (`label_list.txt`), or None."""
+    label_file = os.path.join(model_folder(path), LABEL_FILE)
+    if not os.path.isfile(label_file):
+        return None
+    with open(label_file, encoding="utf-8") as f:
+        return [line.rstrip("\n") for line in f if line.strip()]
 
 
 def checked_lower_case(do_lower_case: bool | None, loaded: checkpoints.LoadedModel,

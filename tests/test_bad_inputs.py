@@ -68,7 +68,29 @@ _SWAG = ["--data_dir={data}", "--do_train"]
 _SQUAD_FLAGS = ["--do_train", "--train_file={data}/train.json"]
 _PRETRAIN = ["--do_train", "--num_train_steps=2", "--train_batch_size=2",
              "--max_predictions_per_seq=20"]
+_OWN = ["--do_train", "--do_eval", "--train_file={data}/train.csv", "--dev_file={data}/dev.csv"]
+_OWN_TRAIN = "text,label\nthe cat sat,yes\na dog ran,no\n"
 _CASES = [
+    ("own_missing_column", "run_classifier.py", {"train.csv": _OWN_TRAIN, "dev.csv":
+     "sentence,label\nthe cat,yes\n"}, _OWN,
+     "{data}/dev.csv:2: no column 'text' (its columns: 'sentence', 'label')"),
+    ("own_empty_text", "run_classifier.py", {"train.csv": _OWN_TRAIN, "dev.csv":
+     "text,label\nthe cat,yes\n ,no\n"}, _OWN, "{data}/dev.csv:3: empty text in column 'text'"),
+    ("own_label_never_trained_on", "run_classifier.py", {"train.csv": _OWN_TRAIN, "dev.csv":
+     "text,label\nthe cat,maybe\n"}, _OWN,
+     "{data}/dev.csv:2: label 'maybe' is not one of the labels ['no', 'yes']"),
+    ("own_label_outside_label_list", "run_classifier.py", {"train.csv": _OWN_TRAIN, "dev.csv":
+     "text,label\nthe cat,yes\n"}, _OWN + ["--label_list=yes,maybe"],
+     "{data}/train.csv:3: label 'no' is not one of the labels ['maybe', 'yes']"),
+    ("own_unreadable_row", "run_classifier.py", {"train.csv": _OWN_TRAIN + '"open,yes\n',
+     "dev.csv": "text,label\nthe cat,yes\n"}, _OWN,
+     "{data}/train.csv:4: unreadable row (unexpected end of data)"),
+    ("own_regression_label_not_a_number", "run_classifier.py", {"train.csv": "text,label\n"
+     "the cat,0.5\na dog,high\n", "dev.csv": "text,label\nthe cat,1.0\n"},
+     _OWN + ["--problem_type=regression"],
+     "{data}/train.csv:3: regression label 'high' is not a number"),
+    ("own_and_task_name", "run_classifier.py", {"train.csv": _OWN_TRAIN, "dev.csv": _OWN_TRAIN},
+     _OWN + ["--task_name=rte", "--data_dir={data}"], "give either --task_name"),
     ("glue_missing_column", "run_classifier.py", {"train.tsv": _RTE_HEADER + "0\tonly one\n"},
      _CLASSIFIER, "train.tsv:2: expected 4 tab-separated columns"),
     ("glue_unknown_label", "run_classifier.py",
@@ -135,7 +157,9 @@ _CASES = [
     ("pretraining_not_a_tfrecord", "run_pretraining.py", {"x.tfrecord": "plain text\n" * 20},
      _PRETRAIN + ["--input_file={data}/x.tfrecord"], "x.tfrecord: not a readable TFRecord file"),
     ("pretraining_wrong_lengths", "run_pretraining.py", {},
-     _PRETRAIN + ["--input_file={records}", "--max_seq_length=64"], "input_ids"),
+     _PRETRAIN + ["--input_file={records}", "--max_seq_length=64"],
+     "the records were written with --max_seq_length=128, this run has --max_seq_length=64: "
+     "pass the lengths create_pretraining_data.py wrote them with"),
     ("pretraining_eval_zero_steps", "run_pretraining.py", {},
      ["--do_eval", "--input_file={records}", "--max_eval_steps=0"], "--max_eval_steps"),
     ("create_data_missing_input", "create_pretraining_data.py", {},
@@ -210,7 +234,8 @@ _CASES = [
      "--bert_config_file is needed: no --init_checkpoint names a model to take it from"),
     ("pretraining_too_few_predictions", "run_pretraining.py", {},
      _PRETRAIN[:-1] + ["--input_file={records}", "--max_predictions_per_seq=5"],
-     "feature 'masked_lm_positions' has 20 values, expected 5"),
+     "the records were written with --max_predictions_per_seq=20, this run has "
+     "--max_predictions_per_seq=5"),
 ]
 # Each script's other flags: the tiny model, the output folder, lengths it allows. A flag of
 # the case (e.g. --init_checkpoint) replaces the one here.

@@ -112,3 +112,48 @@ def test_loss_metrics():
     results = loss_metrics(np.array([1.0, 2.0, 3.0, 4.0, 5.0]), np.array([1, 1, 1, 0, 0]), 2)
     assert results == {"eval_loss": pytest.approx(2.0), "loss": pytest.approx(10 / 3)}
     assert loss_metrics(np.array([]), np.array([]), 4) == {"eval_loss": 0.0, "loss": 0.0}
+
+
+def test_single_label_metrics_by_hand():
+    from data.classifier.metrics import confusion_matrix, single_label_metrics
+    # Gold a a b b c; predicted a b b b a. Per label: a TP 1 FP 1 FN 1 -> P R F1 1/2;
+    # b TP 2 FP 1 FN 0 -> P 2/3, R 1, F1 4/5; c TP 0 FP 0 FN 1 -> 0, 0, 0.
+    gold, predicted = np.array([0, 0, 1, 1, 2]), np.array([0, 1, 1, 1, 0])
+    results = single_label_metrics(predicted, gold, ["a", "b", "c"])
+    assert results["eval_accuracy"] == pytest.approx(3 / 5)
+    assert results["eval_precision_b"] == pytest.approx(2 / 3)
+    assert results["eval_recall_b"] == pytest.approx(1.0)
+    assert results["eval_f1_b"] == pytest.approx(4 / 5)
+    assert results["eval_support_c"] == 1 and results["eval_f1_c"] == 0.0
+    assert results["eval_f1_macro"] == pytest.approx((1 / 2 + 4 / 5 + 0) / 3)
+    assert results["eval_f1_weighted"] == pytest.approx((2 * 1 / 2 + 2 * 4 / 5 + 0) / 5)
+    assert results["eval_mcc"] == pytest.approx(matthews_corrcoef(predicted, gold))
+    np.testing.assert_array_equal(confusion_matrix(predicted, gold, 3),
+                                  [[1, 1, 0], [0, 2, 0], [1, 0, 0]])
+
+
+def test_multi_label_metrics_by_hand():
+    from data.classifier.metrics import multi_label_metrics
+    gold = np.array([[1, 0, 1], [0, 1, 0], [0, 0, 0]])
+    probabilities = np.array([[0.9, 0.2, 0.4], [0.1, 0.7, 0.6], [0.2, 0.1, 0.3]])
+    # Predicted at 0.5: [1 0 0], [0 1 1], [0 0 0]. TP 2, FP 1, FN 1 -> micro F1 4 / 6.
+    results = multi_label_metrics(probabilities, gold, ["x", "y", "z"])
+    assert results["eval_f1_micro"] == pytest.approx(2 / 3)
+    assert results["eval_precision_micro"] == pytest.approx(2 / 3)
+    assert results["eval_recall_micro"] == pytest.approx(2 / 3)
+    # x: F1 1, y: F1 1, z: TP 0 FP 1 FN 1 -> 0; macro 2 / 3.
+    assert results["eval_f1_macro"] == pytest.approx(2 / 3)
+    # Only the third row (no label, none predicted) is exactly right.
+    assert results["eval_subset_accuracy"] == pytest.approx(1 / 3)
+    assert results["eval_support_z"] == 1
+    at_low_threshold = multi_label_metrics(probabilities, gold, ["x", "y", "z"], threshold=0.35)
+    assert at_low_threshold["eval_recall_micro"] == pytest.approx(1.0)
+
+
+def test_regression_metrics_by_hand():
+    from data.classifier.metrics import regression_metrics
+    results = regression_metrics(np.array([1.0, 2.0, 4.0]), np.array([1.0, 3.0, 4.0]))
+    assert results["eval_mse"] == pytest.approx(1 / 3)
+    assert results["eval_spearman"] == pytest.approx(1.0)
+    assert results["eval_pearson"] == pytest.approx(
+        np.corrcoef([1.0, 2.0, 4.0], [1.0, 3.0, 4.0])[0, 1])

@@ -36,7 +36,7 @@ def test_reads_documents_sentences_and_columns(tmp_path):
                                                  ["Peter", "Blackburn"]]
     assert [s.tags for s in first.sentences] == [["B-ORG", "O", "B-MISC", "O"],
                                                 ["B-PER", "I-PER"]]
-    assert first.sentences[0].tokens[2] == conll.ConllToken("German", "JJ", "B-NP", "B-MISC")
+    assert first.sentences[0].tokens[2] == conll.ConllToken("German", "B-MISC")
     assert [s.first_line for s in first.sentences] == [3, 8]
     assert second.sentences[0].words == ["BRUSSELS", "1996-08-22"]
     assert second.sentences[0].first_line == 13
@@ -63,7 +63,7 @@ def test_iob1_file_is_detected_and_converted(tmp_path):
     assert data.sentences[0].tags == ["B-PER", "I-PER", "O", "B-LOC", "B-LOC", "B-PER", "B-ORG"]
     assert data.sentences[1].tags == ["B-PER"]
     # The words and other columns are untouched.
-    assert data.sentences[0].tokens[3] == conll.ConllToken("Paris", "NNP", "B-NP", "B-LOC")
+    assert data.sentences[0].tokens[3] == conll.ConllToken("Paris", "B-LOC")
 
 
 def test_iob1_to_iob2_rules():
@@ -101,15 +101,15 @@ def test_forced_iob1_on_iob2_file_keeps_tags(tmp_path):
 @pytest.mark.parametrize("line", ["Peter NNP B-NP", "Peter NNP B-NP B-PER extra", "Peter"])
 def test_wrong_column_count_names_file_and_line(tmp_path, line):
     path = _write(tmp_path, f"-DOCSTART- -X- -X- O\n\nEU NNP B-NP B-ORG\n{line}\n")
-    expected = rf"{re.escape(str(path))}:4: expected 4 .*found {len(line.split())}"
+    expected = rf"{re.escape(str(path))}:4: expected 4 .*found {len(line.split())}: "
     with pytest.raises(ValueError, match=expected):
         conll.read_conll_file(path)
 
 
-@pytest.mark.parametrize("tag", ["PER", "S-PER", "E-LOC", "B-", "U-ORG", "o"])
+@pytest.mark.parametrize("tag", ["PER", "B-", "o", "X-PER"])
 def test_unknown_tag_scheme_names_file_and_line(tmp_path, tag):
     path = _write(tmp_path, f"EU NNP B-NP B-ORG\n\nPeter NNP B-NP {tag}\n")
-    expected = rf"{re.escape(str(path))}:3: tag '{tag}' is not O, B-TYPE or I-TYPE"
+    expected = rf"{re.escape(str(path))}:3: tag '{tag}' is not O or a B-, I-, E-, S- \(IOBES\)"
     with pytest.raises(ValueError, match=expected):
         conll.read_conll_file(path)
 
@@ -162,3 +162,34 @@ def test_empty_documents_and_a_missing_final_blank_line(tmp_path):
     data = conll.read_conll_file(path)
     assert [s.words for s in data.sentences] == [["EU", "rejects"], ["Peter", "Blackburn"]]
     assert [s.tags for s in data.sentences] == [["B-ORG", "O"], ["B-PER", "I-PER"]]
+
+
+def test_a_two_column_file_reads_as_the_four_column_one(tmp_path):
+    four = conll.read_conll_file(_write(tmp_path, _TWO_DOCUMENTS))
+    two_columns = "\n".join(" ".join([line.split()[0], line.split()[-1]]) if line.strip() else ""
+                            for line in _TWO_DOCUMENTS.split("\n"))
+    two = conll.read_conll_file(_write(tmp_path, two_columns, "two.txt"))
+    assert two == four
+    # Other columns by index: the tag first and the word last.
+    swapped = "\n".join(" ".join(reversed(line.split())) if line.strip() else ""
+                        for line in two_columns.split("\n"))
+    assert conll.read_conll_file(_write(tmp_path, swapped, "swapped.txt"), token_column=-1,
+                                 tag_column=0) == four
+
+
+def test_iobes_and_bilou_files_are_detected_and_read_as_iob2(tmp_path):
+    iobes = "Peter B-PER\nBlackburn E-PER\nin O\nParis S-LOC\n\nthe O\nUnited B-ORG\nStates I-ORG\nArmy E-ORG\n"
+    data = conll.read_conll_file(_write(tmp_path, iobes))
+    assert data.source_scheme == "iobes"
+    assert [s.tags for s in data.sentences] == [["B-PER", "I-PER", "O", "B-LOC"],
+                                                ["O", "B-ORG", "I-ORG", "I-ORG"]]
+    bilou = iobes.replace("E-", "L-").replace("S-", "U-")
+    assert conll.read_conll_file(_write(tmp_path, bilou, "bilou.txt")).sentences == data.sentences
+    with pytest.raises(ValueError, match=r":2: tag 'E-PER' is an IOBES / BILOU tag, not IOB2"):
+        conll.read_conll_file(_write(tmp_path, iobes, "forced.txt"), tag_scheme="iob2")
+
+
+def test_a_line_with_other_columns_than_the_first_is_refused(tmp_path):
+    path = _write(tmp_path, "EU B-ORG\nrejects O\n\nPeter NNP B-PER\n")
+    with pytest.raises(ValueError, match=rf"{re.escape(str(path))}:4: expected 2 "):
+        conll.read_conll_file(path)

@@ -23,7 +23,7 @@ def tokenizer(tmp_path):
 
 def _sentence(pairs, first_line=1):
     return conll.ConllSentence(
-        tuple(conll.ConllToken(word, "NN", "O", tag) for word, tag in pairs), first_line)
+        tuple(conll.ConllToken(word, tag) for word, tag in pairs), first_line)
 
 
 def _document():

@@ -65,3 +65,27 @@ def test_files_written_together_are_all_dropped_when_the_block_fails(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["predictions.json", "scores.json"]
     write_text_atomically(predictions, "after the block\n")  # outside a group again
     assert predictions.read_text() == "after the block\n"
+
+
+def test_folders_are_written_whole_or_not_at_all(tmp_path):
+    from utils.output_files import atomic_output_folder, replaced_folder
+    output = tmp_path / "model"
+    with atomic_output_folder(str(output)) as folder:
+        assert not output.exists()  # not visible before it is complete
+        with open(f"{folder}/a.txt", "w") as f:
+            f.write("first")
+    assert (output / "a.txt").read_text() == "first"
+    with pytest.raises(RuntimeError):
+        with replaced_folder(str(output)) as folder:
+            with open(f"{folder}/a.txt", "w") as f:
+                f.write("half")
+            raise RuntimeError("stopped mid-way")
+    # A failed replacement leaves the earlier folder, and nothing else, behind.
+    assert (output / "a.txt").read_text() == "first"
+    assert [p.name for p in tmp_path.iterdir()] == ["model"]
+    with replaced_folder(str(output)) as folder:
+        with open(f"{folder}/b.txt", "w") as f:
+            f.write("second")
+    assert [p.name for p in output.iterdir()] == ["b.txt"]
+    assert [p.name for p in tmp_path.iterdir()] == ["model"]
+    assert oct(output.stat().st_mode & 0o777) != "0o700"  # the umask's modes, not mkdtemp's

@@ -371,9 +371,12 @@ def test_learns_sst2_predicts_it_and_keeps_the_best_epoch(tiny_model, tmp_path):
     # every training step in train_log.jsonl.
     curve = _scalars(output_dir / "eval", "eval_accuracy")
     assert curve[:3] == [(r["global_step"], pytest.approx(r["eval_accuracy"])) for r in epochs]
-    steps = [json.loads(line)["step"]
-             for line in (output_dir / "train_log.jsonl").read_text().splitlines()]
-    assert steps == list(range(1, 193))
+    records = [json.loads(line)
+               for line in (output_dir / "train_log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if "eval" not in r] == list(range(1, 193))
+    # Each scoring's results follow the step they were scored at.
+    assert [(r["step"], r["eval"]["eval_accuracy"]) for r in records if "eval" in r] == [
+        (r["global_step"], pytest.approx(r["eval_accuracy"])) for r in epochs]
     final = _eval_results(output_dir / "eval_results.txt")
     assert final == epochs[2]
     assert final["eval_accuracy"] > 0.9

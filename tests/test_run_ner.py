@@ -184,3 +184,77 @@ def test_feature_based_tagger_learns_with_a_frozen_encoder_and_reuses_features(m
     assert again["eval_f1"] == results["eval_f1"]
     assert again["eval_loss"] == pytest.approx(results["eval_loss"], rel=1e-5)
     assert (tmp_path / "out" / "predictions_test.txt").is_file()
+
+
+def _reshaped(source, target, line_fn):
+    """`source`'s token lines rewritten by `line_fn(fields)`; other lines as they are."""
+    lines = []
+    for line in open(source, encoding="utf-8"):
+        fields = line.split()
+        lines.append(" ".join(line_fn(fields)) + "\n" if fields and fields[0] != "-DOCSTART-"
+                     else line)
+    target.write_text("".join(lines), encoding="utf-8")
+    return target
+
+
+def _to_iobes(sentence_tags: list[str]) -> list[str]:
+    """IOB2 -> IOBES by hand: a one-word entity is S-, an entity's last word E-."""
+    found = []
+    for index, tag in enumerate(sentence_tags):
+        following = sentence_tags[index + 1] if index + 1 < len(sentence_tags) else "O"
+        ends = not following.startswith("I-")
+        if tag.startswith("B-"):
+            found.append(("S-" if ends else "B-") + tag[2:])
+        elif tag.startswith("I-"):
+            found.append(("E-" if ends else "I-") + tag[2:])
+        else:
+            found.append(tag)
+    return found
+
+
+def test_two_column_and_iobes_files_train_and_score_as_the_four_column_ones(model, tmp_path):
+    """Two columns (word, tag) hold CoNLL-2003's information for a tagger: the same sentences and
+    seed give the four-column run's entity F1; in IOBES they train and are scored by entity."""
+    four = _write_data(tmp_path / "four", 8, seed=5)
+    two = tmp_path / "two"
+    two.mkdir()
+    for name in ("train.txt", "valid.txt"):
+        _reshaped(four / name, two / name, lambda fields: [fields[0], fields[-1]])
+    flags = {**model, "max_seq_length": 40, "train_batch_size": 8, "num_train_epochs": 1,
+             "do_train": True, "do_eval": True}
+    _check(_run(**flags, data_dir=four, output_dir=tmp_path / "out_four"))
+    _check(_run(**flags, train_file=two / "train.txt", dev_file=two / "valid.txt",
+                output_dir=tmp_path / "out_two"))
+    assert (tmp_path / "out_two" / "eval_results.txt").read_text() == \
+        (tmp_path / "out_four" / "eval_results.txt").read_text()
+    iobes = tmp_path / "iobes"
+    iobes.mkdir()
+    for name in ("train.txt", "valid.txt"):
+        sentences = _sentences(four / name, 4)
+        tags = iter(tag for sentence in sentences
+                    for tag in _to_iobes([fields[-1] for fields in sentence]))
+        _reshaped(four / name, iobes / name, lambda fields: [fields[0], next(tags)])
+    assert "S-" in (iobes / "train.txt").read_text() and "E-" in (iobes / "train.txt").read_text()
+    _check(_run(**flags, data_dir=iobes, output_dir=tmp_path / "out_iobes",
+                eval_every_epoch=True))
+    # The same entities: read into IOB2, the run is the four-column one.
+    assert _eval_results(tmp_path / "out_iobes" / "eval_results.txt") == \
+        _eval_results(tmp_path / "out_four" / "eval_results.txt")
+    assert (tmp_path / "out_iobes" / "label_list.txt").read_text().split() == _LABELS
+    best = _eval_results(tmp_path / "out_iobes" / "best" / "eval_results.txt")
+    assert best == _eval_results(tmp_path / "out_iobes" / "eval_results_epoch_1.txt")
+
+
+def test_a_dev_tag_outside_the_training_tags_names_its_file_and_line(model, tmp_path):
+    data = _write_data(tmp_path / "data", 4, seed=7)
+    valid = (data / "valid.txt").read_text().splitlines()
+    line = next(i for i, text in enumerate(valid) if text.split() and text.split()[-1] == "O"
+                and not text.startswith("-DOCSTART-"))
+    valid[line] = " ".join(valid[line].split()[:-1] + ["B-DATE"])
+    (data / "valid.txt").write_text("\n".join(valid) + "\n")
+    result = _run(**model, data_dir=data, output_dir=tmp_path / "out", do_train=True,
+                  do_eval=True, max_seq_length=40)
+    assert result.returncode == 1
+    assert f"{data / 'valid.txt'}: Line {line + 1}: tag 'B-DATE' is not one of the labels" in \
+        result.stderr
+    assert not (tmp_path / "out").exists()

@@ -273,7 +273,7 @@ def test_words_of_sentences_that_fit_are_tagged_as_without_windows(fixtures_dir,
     tokenizer = FullTokenizer(str(uncased_vocab), True)
     texts = ["John lives in Paris", "word " * 5, "Ann met Bob at the old harbour today"]
     documents = [conll.ConllDocument((conll.ConllSentence(tuple(
-        conll.ConllToken(word, "", "", "O") for word in text.split()), 1),)) for text in texts]
+        conll.ConllToken(word, "O") for word in text.split()), 1),)) for text in texts]
     cut = ner_features.convert_documents_to_features(documents, tokenizer, labels, 16)
     expected, _ = ner.tag(model, cut, labels, batch_size=2)
     tagged = EntityTagger(model, tokenizer, labels, max_seq_length=16, doc_stride=3,

@@ -130,3 +130,15 @@ def test_every_moment_of_the_optimizer_is_written_beside_its_variable(tmp_path):
     for name in tf1_name_map(model):
         assert {f"{name}/adam_m", f"{name}/adam_v"} <= names, name
     assert len(names) == 3 * len(tf1_name_map(model))
+
+
+def test_a_prefix_without_a_folder_is_written_under_its_own_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    encoder = BertEncoder(_small_config())
+    save_tf1_checkpoint(encoder, "bert_model.ckpt")
+    assert sorted(path.name for path in tmp_path.glob("bert_model.ckpt*")) == [
+        "bert_model.ckpt.data-00000-of-00001", "bert_model.ckpt.index"]
+    restored = BertEncoder(_small_config())
+    load_tf1_checkpoint(restored, "bert_model.ckpt")
+    for ours, theirs in zip(restored.weights, encoder.weights):
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())

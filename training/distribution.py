@@ -5,6 +5,8 @@ run under any of these strategies, and the strategy decides how many replicas sh
 """
 import tensorflow as tf
 
+from training import keras_internals
+
 STRATEGY_NAMES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
 
 
@@ -49,3 +51,12 @@ def get_strategy(name: str, tpu_address: str | None = None) -> tf.distribute.Str
     if name == "multi_worker_mirrored":
         return tf.distribute.MultiWorkerMirroredStrategy()
     return _tpu_strategy(tpu_address)
+
+
+def any_worker(strategy: tf.distribute.Strategy, flag: bool) -> bool:
+    """Whether `flag` holds on any worker of `strategy` (an all-reduce over the workers, which
+    must all call it at the same point; outside multi-worker runs, `flag` itself)."""
+    if not keras_internals.is_multi_worker(strategy):
+        return flag
+    value = strategy.run(lambda: tf.constant(1.0 if flag else 0.0))
+    return bool(strategy.reduce(tf.distribute.ReduceOp.MAX, value, axis=None).numpy() > 0)

@@ -8,8 +8,9 @@ the same way for all:
 
 - `train`: in the strategy's scope, build the model and its optimizer; unless the run resumes from
   a training checkpoint in its output folder (`training.checkpointing.resumes`), initialise it from
-  `--init_checkpoint`; train to the last step (stopping at epoch ends if asked); the chief saves
-  the fine-tuned model at the optimizer's step.
+  `--init_checkpoint`; train to the last step, pausing where the evaluation plan scores dev
+  (`training.periodic_evaluation`: the best model kept, training stopped early if asked); the
+  chief saves the fine-tuned model at the optimizer's step.
 - `restore`: the fine-tuned model, head included, to evaluate or predict without training.
 - `predict`: batched prediction over in-memory features, in order (`training.prediction`).
 """
@@ -31,6 +32,8 @@ from modeling.task_models import ENCODER_INPUTS
 from training import prediction
 from training.batching import FIXED, ArrayExamples, Batching, DatasetFn
 from training.checkpointing import resumes
+from training.distribution import any_worker
+from training.periodic_evaluation import EvaluationPlan, PeriodicEvaluation
 from training.trainer import LossFn, Trainer, TrainingConfig, uses_xla
 from utils.output_files import AtomicFile
 
@@ -61,20 +64,23 @@ def initialise_encoder(model: keras.Model, init_checkpoint: str | None) -> None:
 
 
 def save_fine_tuned(trained: Trained, output_dir: str, labels: Sequence[str] | None = None,
-                    do_lower_case: bool | None = None) -> str:
+                    do_lower_case: bool | None = None, problem_type: str | None = None) -> str:
     """Writes `model.ckpt` in the original TF1 format, `bert_config.json` and `model_spec.json`.
 
     The training checkpoints (`ckpt-N`, project format) stay beside them for resumption;
     `model_spec.json` names their head, so `convert_checkpoint.py` can rebuild the model from
     them, the task's label names by id (`labels`), so that predictions can name them, and the
-    tokenizer's casing the model was trained with, so that it reads new text the same way.
+    tokenizer's casing the model was trained with, so that it reads new text the same way, and
+    a classifier's problem type where it is not single-label or regression by its width
+    (`problem_type`: a multi-label classifier's outputs are a sigmoid each).
     """
     prefix = checkpoints.save_tf1_checkpoint(
         trained.model, os.path.join(output_dir, "model.ckpt"), global_step=trained.global_step,
         update_state_file=False)
     trained.model.config.to_json_file(os.path.join(output_dir, "bert_config.json"))
     checkpoints.write_model_spec(output_dir, checkpoints.model_spec(trained.model),
-                                 do_lower_case=do_lower_case, labels=labels)
+                                 do_lower_case=do_lower_case, labels=labels,
+                                 problem_type=problem_type)
     logging.info("fine-tuned model written to %s (original format)", prefix)
     return prefix
 
@@ -146,9 +152,16 @@ def warmup_steps(num_train_steps: int, warmup_proportion: float) -> int:
     return int(math.floor(num_train_steps * warmup_proportion))
 
 
+def epoch_ends(num_examples: int, batch_size: int, num_epochs: float) -> list[int]:
+    """The global step at the end of each epoch (the last possibly partial one included)."""
+    return sorted({train_steps(num_examples, batch_size, min(epoch, num_epochs))
+                   for epoch in range(1, math.ceil(num_epochs) + 1)})
+
+
 def train(run: FineTuningRun, task: FineTuningTask, data: TrainingData, num_train_steps: int,
-          stops: Sequence[int] = (),
-          at_stop: Callable[[Trained, int], None] | None = None) -> Trained:
+          plan: EvaluationPlan = EvaluationPlan(),
+          evaluate: Callable[[keras.Model, int, str], dict] | None = None,
+          epoch_examples: int | None = None) -> Trained:
     """Builds, initialises (or resumes), trains and, on the chief, saves a task model.
 
     Args:
@@ -156,12 +169,14 @@ def train(run: FineTuningRun, task: FineTuningTask, data: TrainingData, num_trai
         task: the task.
         data: the training examples.
         num_train_steps: the last step; the optimizer's schedule spans this many.
-        stops: steps before the last at which to call `at_stop` (e.g. each epoch's end).
-        at_stop: `at_stop(trained, n)` at the n-th stop (1-based) and at the last step, unless
-            a resumed run had already passed that step.
+        plan: when to score dev during training (`training.periodic_evaluation`); the chief
+            scores, keeps the best model with `task.save`, and every worker stops where it says.
+        evaluate: `evaluate(model, global_step, suffix)`, the task's scoring of dev.
+        epoch_examples: the examples an epoch counts, for the plan's epoch ends (default:
+            `data.num_examples`).
 
     Returns:
-        The trained model at `num_train_steps`.
+        The trained model at the last step, or where the evaluation stopped training.
     """
     logging.info("***** Running training *****: %s examples, batch size %d, %d steps",
                  getattr(data, "num_examples", "streamed"), run.batch_size, num_train_steps)
@@ -173,14 +188,20 @@ def train(run: FineTuningRun, task: FineTuningTask, data: TrainingData, num_trai
     config = run.config_fn(num_train_steps)
     micro_batch = run.batch_size // config.gradient_accumulation_steps
     dataset_fn = data.training_dataset_fn(micro_batch, run.seed, uses_xla(config, model))
-    ends = sorted({step for step in stops if step < num_train_steps} | {num_train_steps})
-    for number, end_step in enumerate(ends, start=1):
+    evaluation = None
+    if plan.enabled:
+        ends = epoch_ends(epoch_examples or data.num_examples, run.batch_size,
+                          run.num_train_epochs) if plan.every_epoch else []
+        evaluation = PeriodicEvaluation(plan, evaluate, task.save, run.output_dir, ends)
+    for end_step in evaluation.stops(num_train_steps) if evaluation else [num_train_steps]:
         trainer = Trainer(run.strategy, model, optimizer, task.loss_fn, run.config_fn(end_step),
                           metric_fn=task.metric_fn)
         trainer.train(dataset_fn, run.batch_size)
         step = int(optimizer.iterations.numpy())
-        if at_stop is not None and step == end_step:
-            at_stop(Trained(model, optimizer, step), number)
+        if evaluation is not None and step == end_step:
+            stop = evaluation(Trained(model, optimizer, step), step) if run.is_chief else False
+            if any_worker(run.strategy, stop):
+                break
     trained = Trained(model, optimizer, int(optimizer.iterations.numpy()))
     if run.is_chief:
         task.save(trained, run.output_dir)

@@ -155,15 +155,43 @@ def atomic_output_folder(output: str) -> Iterator[str]:
     `output` is left as it was.
     """
     check_output_folder(output)
-    parent = os.path.dirname(os.path.abspath(output))
-    os.makedirs(parent, exist_ok=True)
-    temp = tempfile.mkdtemp(dir=parent, prefix=f".{os.path.basename(output)}.tmp-")
-    try:
+    with _temporary_folder(output) as temp:
         yield temp
         _set_default_permissions(temp)
         if os.path.isdir(output):
             os.rmdir(output)
         os.rename(temp, output)
+
+
+@contextlib.contextmanager
+def replaced_folder(output: str) -> Iterator[str]:
+    """Yields a temporary folder beside `output` that replaces `output` (a folder, or absent)
+    when the block succeeds: the old folder is renamed aside, the new one into place, then the
+    old one removed. On any error the temporary folder is removed and `output` is left as it was.
+    """
+    with _temporary_folder(output) as temp:
+        yield temp
+        _set_default_permissions(temp)
+        old = None
+        if os.path.isdir(output):
+            old = tempfile.mkdtemp(dir=os.path.dirname(os.path.abspath(output)),
+                                   prefix=f".{os.path.basename(output)}.old-")
+            os.rmdir(old)
+            os.rename(output, old)
+        os.rename(temp, output)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _temporary_folder(output: str) -> Iterator[str]:
+    """A temporary folder beside `output`, removed when the block fails (the caller renames it
+    into place when it succeeds)."""
+    parent = os.path.dirname(os.path.abspath(output))
+    os.makedirs(parent, exist_ok=True)
+    temp = tempfile.mkdtemp(dir=parent, prefix=f".{os.path.basename(output)}.tmp-")
+    try:
+        yield temp
     except BaseException:
         shutil.rmtree(temp, ignore_errors=True)
         raise

@@ -26,8 +26,9 @@ class InputExample:
         guid: Unique id, the original's `"<set_type>-<n>"`.
         text_a: First (or only) text, untokenized.
         text_b: Second text of a pair task; None for single-sentence tasks.
-        label: Label string (a class name, or a number for regression). Unlabelled test
-            examples carry the task's first label, as in the original.
+        label: Label string (a class name, or a number for regression), or for a multi-label
+            task the tuple of its class names. Unlabelled test examples carry the task's first
+            label, as in the original.
         index: The id column of the source file (what the GLUE server calls `index`);
             None where the file has no such column.
     """
@@ -35,7 +36,7 @@ class InputExample:
     guid: str
     text_a: str
     text_b: str | None = None
-    label: str | None = None
+    label: str | tuple[str, ...] | None = None
     index: str | None = None
 
 
@@ -47,7 +48,8 @@ class InputFeatures:
         input_ids: Token ids, zero-padded.
         input_mask: 1 for real tokens, 0 for padding.
         segment_ids: 0 for `[CLS] A [SEP]`, 1 for `B [SEP]`, 0 for padding.
-        label_id: Class index, or the score itself for a regression task.
+        label_id: Class index, the score itself for a regression task, or for a multi-label
+            task 1.0 or 0.0 for each label.
         is_real_example: False for the original's padding examples (TPU batches); the original
             metrics weight by it.
     """
@@ -55,7 +57,7 @@ class InputFeatures:
     input_ids: list[int]
     input_mask: list[int]
     segment_ids: list[int]
-    label_id: int | float
+    label_id: int | float | list[float]
     is_real_example: bool = True
 
 
@@ -100,6 +102,12 @@ def _label_id(example: InputExample, label_list: Sequence[str] | None) -> int | 
         except (TypeError, ValueError):
             raise ValueError(f"Example {example.guid}: regression label {example.label!r} "
                              "is not a number") from None
+    if isinstance(example.label, tuple):
+        unknown = [label for label in example.label if label not in label_list]
+        if unknown:
+            raise ValueError(f"Example {example.guid}: labels {unknown} are not among "
+                             f"{list(label_list)}")
+        return [float(label in example.label) for label in label_list]
     try:
         return list(label_list).index(example.label)
     except ValueError:
@@ -143,10 +151,12 @@ def features_to_arrays(features: Sequence[InputFeatures], is_regression: bool = 
 
     Returns:
         `input_ids`, `input_mask`, `segment_ids`: int32 [N, max_seq_length];
-        `label_ids`: int32 [N] (float32 for regression); `is_real_example`: int32 [N].
+        `label_ids`: int32 [N] (float32 for regression, float32 [N, num_labels] of 0s and 1s
+        for a multi-label task); `is_real_example`: int32 [N].
     """
     arrays = model_inputs.stack(features)
+    multi_label = bool(features) and isinstance(features[0].label_id, list)
     arrays["label_ids"] = np.asarray([f.label_id for f in features],
-                                     np.float32 if is_regression else np.int32)
+                                     np.float32 if is_regression or multi_label else np.int32)
     arrays["is_real_example"] = np.asarray([f.is_real_example for f in features], np.int32)
     return arrays

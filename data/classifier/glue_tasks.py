@@ -18,11 +18,17 @@ from absl import logging
 from data.classifier.features import InputExample
 
 Role = Literal["train", "eval", "predict"]
-# Metric kinds; `data.classifier.metrics.task_metrics` computes each.
+# Metric kinds; `data.classifier.metrics.task_metrics` computes each. A user's own files report
+# every metric of their problem type (`EVERY_METRIC`).
 ACCURACY = "accuracy"
 MATTHEWS = "matthews_corrcoef"
 F1 = "f1"
 CORRELATION = "correlation"
+EVERY_METRIC = "every_metric"
+# Problem types: one class per example (softmax), any number of classes (a sigmoid each), or a
+# score.
+SINGLE_LABEL, MULTI_LABEL, REGRESSION = "single_label", "multi_label", "regression"
+PROBLEM_TYPES = (SINGLE_LABEL, MULTI_LABEL, REGRESSION)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +83,8 @@ class GlueTask:
         metric: What `task_metrics` reports besides accuracy: one of the metric kinds above.
         splits: The files of the task folder.
         label_aliases: Label spellings mapped to the canonical ones on reading.
+        problem_type: One of `PROBLEM_TYPES`; None: regression for a task without labels,
+            single-label otherwise (every GLUE task).
     """
 
     name: str
@@ -84,20 +92,30 @@ class GlueTask:
     metric: str
     splits: tuple[SplitSpec, ...]
     label_aliases: tuple[tuple[str, str], ...] = ()
+    problem_type: str | None = None
+
+    @property
+    def problem(self) -> str:
+        """The problem type: `problem_type`, else by whether the task has labels."""
+        return self.problem_type or (SINGLE_LABEL if self.labels else REGRESSION)
 
     @property
     def is_regression(self) -> bool:
-        return not self.labels
+        return self.problem == REGRESSION
+
+    @property
+    def is_multi_label(self) -> bool:
+        return self.problem == MULTI_LABEL
 
     @property
     def num_labels(self) -> int:
         """Width of the model's output: the number of classes, or 1 for regression."""
-        return len(self.labels) or 1
+        return 1 if self.is_regression else len(self.labels)
 
     @property
     def label_list(self) -> list[str] | None:
         """Labels for `convert_single_example`; None for regression."""
-        return list(self.labels) or None
+        return None if self.is_regression else list(self.labels)
 
     def split(self, name: str) -> SplitSpec:
         """Returns the split called `name`, or raises ValueError listing the task's splits."""
@@ -245,7 +263,7 @@ def _tsv_rows(path: str) -> Iterator[tuple[int, list[str]]]:
     characters, so every record is exactly one line.
     """
     with open(path, "rb") as f:
-        reader = csv.reader(_decoded_lines(f, path), delimiter="\t", quotechar=None)
+        reader = csv.reader(decoded_lines(f, path), delimiter="\t", quotechar=None)
         try:
             for fields in reader:
                 yield reader.line_num, fields
@@ -253,7 +271,8 @@ def _tsv_rows(path: str) -> Iterator[tuple[int, list[str]]]:
             raise ValueError(f"{path}:{reader.line_num}: unreadable row ({e})") from None
 
 
-def _decoded_lines(f: BinaryIO, path: str) -> Iterator[str]:
+def decoded_lines(f: BinaryIO, path: str) -> Iterator[str]:
+    """The lines of a UTF-8 file opened in binary, an invalid one named by file and line."""
     for line_number, raw in enumerate(f, start=1):
         try:
             line = raw.decode("utf-8")

@@ -1,11 +1,16 @@
-"""GLUE metrics in numpy: accuracy, F1, Matthews correlation, Pearson and Spearman.
+"""Classification metrics in numpy: accuracy, F1, Matthews correlation, Pearson and Spearman
+(GLUE's), and for a user's own files every metric of their problem type.
 
 Each follows the reference implementations the GLUE leaderboard uses (scikit-learn's
 `accuracy_score`, `f1_score`, `matthews_corrcoef`; SciPy's `pearsonr`, `spearmanr`), including
 their edge cases: F1 and Matthews are 0 where their denominator is 0, and Spearman ranks ties
-by their average rank. `task_metrics` gives a task's dict with the keys of `eval_results.txt`.
+by their average rank. Macro and weighted F1 average over the labels that occur in the gold
+labels or the predictions, as scikit-learn's; a multi-label task's macro F1 over all its labels.
+`task_metrics` gives a task's dict with the keys of `eval_results.txt`.
 """
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
@@ -80,8 +85,102 @@ def spearman_correlation(x: np.ndarray, y: np.ndarray) -> float:
     return pearson_correlation(average_ranks(x), average_ranks(y))
 
 
+def per_label_counts(predicted: np.ndarray, actual: np.ndarray) -> dict[str, np.ndarray]:
+    """True positives, false positives and false negatives of each label, and its support.
+
+    Args:
+        predicted, actual: bool [N, K], whether each example has (is predicted to have) each label.
+    """
+    predicted, actual = np.asarray(predicted, bool), np.asarray(actual, bool)
+    return {"tp": np.sum(predicted & actual, axis=0), "fp": np.sum(predicted & ~actual, axis=0),
+            "fn": np.sum(~predicted & actual, axis=0), "support": np.sum(actual, axis=0)}
+
+
+def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
+    """numerator / denominator, 0 where the denominator is 0."""
+    numerator, denominator = np.asarray(numerator, float), np.asarray(denominator, float)
+    return np.divide(numerator, denominator, out=np.zeros_like(numerator),
+                     where=denominator > 0)
+
+
+def _label_key(label: str) -> str:
+    return re.sub(r"\s+", "_", label.strip())
+
+
+def _per_label_results(counts: dict[str, np.ndarray], labels: list[str]) -> dict[str, float]:
+    precision = _ratio(counts["tp"], counts["tp"] + counts["fp"])
+    recall = _ratio(counts["tp"], counts["tp"] + counts["fn"])
+    f1 = _ratio(2 * counts["tp"], 2 * counts["tp"] + counts["fp"] + counts["fn"])
+    results = {}
+    for index, label in enumerate(labels):
+        key = _label_key(label)
+        results.update({f"eval_precision_{key}": float(precision[index]),
+                        f"eval_recall_{key}": float(recall[index]),
+                        f"eval_f1_{key}": float(f1[index]),
+                        f"eval_support_{key}": int(counts["support"][index])})
+    return results
+
+
+def confusion_matrix(predicted_ids: np.ndarray, label_ids: np.ndarray,
+                     num_labels: int) -> np.ndarray:
+    """int64 [K, K]: row = gold label, column = predicted label."""
+    matrix = np.zeros((num_labels, num_labels), np.int64)
+    np.add.at(matrix, (np.asarray(label_ids, int), np.asarray(predicted_ids, int)), 1)
+    return matrix
+
+
+def single_label_metrics(predicted_ids: np.ndarray, label_ids: np.ndarray,
+                         labels: list[str]) -> dict[str, float]:
+    """Accuracy, macro and weighted F1, Matthews correlation and each label's precision, recall,
+    F1 and support."""
+    predicted_ids, label_ids = _same_length(predicted_ids, label_ids)
+    eye = np.eye(len(labels), dtype=bool)
+    counts = per_label_counts(eye[predicted_ids], eye[label_ids])
+    f1 = _ratio(2 * counts["tp"], 2 * counts["tp"] + counts["fp"] + counts["fn"])
+    present = (counts["support"] + counts["tp"] + counts["fp"]) > 0
+    support = counts["support"]
+    return {"eval_accuracy": accuracy(predicted_ids, label_ids),
+            "eval_f1_macro": float(np.mean(f1[present])) if present.any() else 0.0,
+            "eval_f1_weighted": float(_ratio(np.sum(f1 * support), np.sum(support))),
+            "eval_mcc": matthews_corrcoef(predicted_ids, label_ids),
+            **_per_label_results(counts, labels)}
+
+
+def multi_label_metrics(probabilities: np.ndarray, label_ids: np.ndarray, labels: list[str],
+                        threshold: float = 0.5) -> dict[str, float]:
+    """Micro and macro F1 (precision, recall), subset accuracy and each label's figures; a label
+    is predicted where its probability is at least `threshold`.
+
+    Args:
+        probabilities: float [N, K] sigmoid outputs.
+        label_ids: [N, K] 1 where the example has the label, 0 elsewhere.
+    """
+    predicted = np.asarray(probabilities) >= threshold
+    actual = np.asarray(label_ids) > 0.5
+    counts = per_label_counts(predicted, actual)
+    tp, fp, fn = (int(np.sum(counts[key])) for key in ("tp", "fp", "fn"))
+    f1 = _ratio(2 * counts["tp"], 2 * counts["tp"] + counts["fp"] + counts["fn"])
+    return {"eval_f1_micro": float(_ratio(2 * tp, 2 * tp + fp + fn)),
+            "eval_precision_micro": float(_ratio(tp, tp + fp)),
+            "eval_recall_micro": float(_ratio(tp, tp + fn)),
+            "eval_f1_macro": float(np.mean(f1)) if len(f1) else 0.0,
+            "eval_subset_accuracy": float(np.mean(np.all(predicted == actual, axis=1)))
+            if len(actual) else 0.0,
+            **_per_label_results(counts, labels)}
+
+
+def regression_metrics(predictions: np.ndarray, scores: np.ndarray) -> dict[str, float]:
+    """Pearson's r, Spearman's rho and the mean squared error."""
+    predictions, scores = _same_length(np.asarray(predictions, np.float64),
+                                       np.asarray(scores, np.float64))
+    return {"eval_pearson": pearson_correlation(predictions, scores),
+            "eval_spearman": spearman_correlation(predictions, scores),
+            "eval_mse": float(np.mean(np.square(predictions - scores))) if len(scores) else 0.0}
+
+
 def task_metrics(task: glue_tasks.GlueTask, predictions: np.ndarray, label_ids: np.ndarray,
-                 is_real_example: np.ndarray | None = None) -> dict[str, float]:
+                 is_real_example: np.ndarray | None = None,
+                 threshold: float = 0.5) -> dict[str, float]:
     """The task's metrics, keyed as in `eval_results.txt`.
 
     Args:
@@ -91,11 +190,20 @@ def task_metrics(task: glue_tasks.GlueTask, predictions: np.ndarray, label_ids: 
         label_ids: int [N] class ids, or float [N] scores for regression.
         is_real_example: [N], 0 for padding examples, which are left out; None keeps all.
 
+        threshold: a multi-label task's: the probability from which a label is predicted.
+
     Returns:
         Classification: `eval_accuracy`, plus `eval_mcc` (CoLA) or `eval_f1` (MRPC, QQP).
-        Regression (STS-B): `eval_pearson` and `eval_spearman`.
+        Regression (STS-B): `eval_pearson` and `eval_spearman`. A user's own files: every
+        metric of the problem type (`single_label_metrics`, `multi_label_metrics`,
+        `regression_metrics`).
     """
     predictions, label_ids = np.asarray(predictions), np.asarray(label_ids)
+    if is_real_example is not None and task.is_multi_label:
+        keep = np.asarray(is_real_example).astype(bool)
+        predictions, label_ids = predictions[keep], label_ids[keep]
+    if task.is_multi_label:
+        return multi_label_metrics(predictions, label_ids, list(task.labels), threshold)
     if task.is_regression:
         predictions = predictions.reshape(len(predictions), -1)[:, 0]
     elif predictions.ndim == 2:
@@ -103,6 +211,9 @@ def task_metrics(task: glue_tasks.GlueTask, predictions: np.ndarray, label_ids: 
     if is_real_example is not None:
         keep = np.asarray(is_real_example).astype(bool)
         predictions, label_ids = predictions[keep], label_ids[keep]
+    if task.metric == glue_tasks.EVERY_METRIC:
+        return regression_metrics(predictions, label_ids) if task.is_regression else \
+            single_label_metrics(predictions, label_ids, list(task.labels))
     if task.metric == glue_tasks.CORRELATION:
         return {"eval_pearson": pearson_correlation(predictions, label_ids),
                 "eval_spearman": spearman_correlation(predictions, label_ids)}

@@ -68,9 +68,25 @@ def check_pretraining_files(files: Sequence[str], max_seq_length: int,
             example = tf.train.Example.FromString(first.numpy())
         except Exception as error:  # protobuf's DecodeError is not exported by TensorFlow
             raise ValueError(f"{path}: first record is not a tf.train.Example") from error
+        _check_lengths(example.features.feature, path, max_seq_length, max_predictions_per_seq)
         schema.check_example_fields(example.features.feature, fields, f"{path}, first record")
     if not any_record:
         raise ValueError(f"no record in {', '.join(files)}")
+
+
+def _check_lengths(features, path: str, max_seq_length: int, max_predictions_per_seq: int) -> None:
+    """Names the flags whose lengths differ from those the records were written with."""
+    written = {flag: len(features[name].int64_list.value)
+               for flag, name in (("max_seq_length", schema.INPUT_IDS),
+                                  ("max_predictions_per_seq", "masked_lm_positions"))
+               if name in features}
+    given = {"max_seq_length": max_seq_length, "max_predictions_per_seq": max_predictions_per_seq}
+    wrong = [flag for flag, length in written.items() if length != given[flag]]
+    if wrong:
+        raise ValueError(f"{path}: the records were written with " + " and ".join(
+            f"--{flag}={written[flag]}" for flag in wrong) + ", this run has " + " and ".join(
+            f"--{flag}={given[flag]}" for flag in wrong) + ": pass the lengths "
+            "create_pretraining_data.py wrote them with")
 
 
 @contextlib.contextmanager

@@ -67,6 +67,8 @@ class LoadedModel:
     do_lower_case: bool | None
     # The label names by id, where the folder's model_spec.json has them (fine-tuned here).
     labels: tuple[str, ...] | None = None
+    # A classifier's problem type, where model_spec.json records it (multi-label).
+    problem_type: str | None = None
 
 
 def count_vocab_lines(vocab_file: str) -> int:
@@ -111,7 +113,8 @@ def read_tf1_folder(found: FoundCheckpoint, files: FolderFiles) -> LoadedModel:
     saved = read_model_spec(folder)
     if saved is None or saved.spec != spec:  # another model's, or none
         return LoadedModel(model, spec, vocab_file, None)
-    return LoadedModel(model, spec, vocab_file, saved.do_lower_case, saved.labels)
+    return LoadedModel(model, spec, vocab_file, saved.do_lower_case, saved.labels,
+                       saved.problem_type)
 
 
 def read_keras_folder(found: FoundCheckpoint, files: FolderFiles) -> LoadedModel:
@@ -125,8 +128,9 @@ def read_keras_folder(found: FoundCheckpoint, files: FolderFiles) -> LoadedModel
         keras_model_spec(found.path, files.head, found.reader)
     model = build_model(config, spec)
     load_keras_checkpoint(model, found.path)
+    same = saved is not None and saved.spec == spec
     return LoadedModel(model, spec, vocab_file, saved.do_lower_case if saved else None,
-                       saved.labels if saved and saved.spec == spec else None)
+                       saved.labels if same else None, saved.problem_type if same else None)
 
 
 def read_model_garden_folder(found: FoundCheckpoint, files: FolderFiles) -> LoadedModel:

@@ -89,6 +89,7 @@ def write_model(loaded: LoadedModel, output_format: str, output: str,
             save_tf1_checkpoint(loaded.model, os.path.join(folder, TF1_PREFIX))
         elif output_format == KERAS:
             save_keras_checkpoint(loaded.model, os.path.join(folder, KERAS_PREFIX))
-            write_model_spec(folder, loaded.spec, do_lower_case, loaded.labels)
+            write_model_spec(folder, loaded.spec, do_lower_case, loaded.labels,
+                             loaded.problem_type)
         loaded.model.config.to_json_file(os.path.join(folder, BERT_CONFIG_FILE))
         shutil.copyfile(loaded.vocab_file, os.path.join(folder, VOCAB_FILE))

@@ -163,10 +163,13 @@ class SavedSpec(NamedTuple):
     do_lower_case: bool | None
     # The classifier's or tagger's label names, by label id.
     labels: tuple[str, ...] | None
+    # A classifier's problem type where it was saved ("multi_label": a sigmoid per label).
+    problem_type: str | None = None
 
 
 def write_model_spec(folder: str, spec: ModelSpec, do_lower_case: bool | None = None,
-                     labels: Sequence[str] | None = None) -> str:
+                     labels: Sequence[str] | None = None,
+                     problem_type: str | None = None) -> str:
     """Writes `model_spec.json` in `folder` atomically; returns its path.
 
     Args:
@@ -174,6 +177,8 @@ def write_model_spec(folder: str, spec: ModelSpec, do_lower_case: bool | None = 
         spec: the model's head and label count.
         do_lower_case: the tokenizer's casing; the key is written only when it is known.
         labels: the label names by id (one per label of the head), written when given.
+        problem_type: a classifier's (single_label, multi_label, regression), written when
+            given.
     """
     values = spec.to_dict()
     if do_lower_case is not None:
@@ -182,6 +187,8 @@ def write_model_spec(folder: str, spec: ModelSpec, do_lower_case: bool | None = 
         if len(labels) != spec.num_labels:
             raise ValueError(f"{len(labels)} label names for a head of {spec.num_labels} labels")
         values["labels"] = list(labels)
+    if problem_type is not None:
+        values["problem_type"] = problem_type
     path = os.path.join(folder, SPEC_FILE)
     write_text_atomically(path, json.dumps(values, indent=2, sort_keys=True) + "\n")
     return path
@@ -196,4 +203,4 @@ def read_model_spec(folder: str) -> SavedSpec | None:
         values = json.load(f)
     labels = values.get("labels")
     return SavedSpec(ModelSpec.from_dict(values), values.get("do_lower_case"),
-                     None if labels is None else tuple(labels))
+                     None if labels is None else tuple(labels), values.get("problem_type"))

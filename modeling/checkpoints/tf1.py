@@ -175,7 +175,10 @@ def save_tf1_checkpoint(model: keras.Model, prefix: str, global_step: int | None
                       tensors=[tf.convert_to_tensor(tensors[n]) for n in names])
     data_files = tf.io.gfile.glob(temp_prefix + ".data-*")
     for data_file in data_files:
-        tf.io.gfile.rename(data_file, prefix + data_file[len(temp_prefix):], overwrite=True)
+        # The shard's suffix, not a slice of the temporary prefix: glob may spell a relative
+        # prefix another way ("./model.ckpt...").
+        tf.io.gfile.rename(data_file, prefix + ".data-" + data_file.rsplit(".data-", 1)[1],
+                           overwrite=True)
     tf.io.gfile.rename(temp_prefix + ".index", prefix + ".index", overwrite=True)
     if update_state_file:
         _write_state_file(folder, os.path.basename(prefix))
