@@ -99,3 +99,12 @@ def test_a_loss_is_best_when_lowest(tmp_path):
     for step in (1, 2, 3):
         evaluation(_trained(step), step)
     assert run.saved == [1, 2]
+
+
+def test_a_metric_the_evaluation_does_not_give_is_named_with_those_it_does(tmp_path):
+    run = _Run({1: 0.5})
+    evaluation = PeriodicEvaluation(EvaluationPlan(every_steps=1, metric="eval_f2"),
+                                    run.evaluate, run.save, str(tmp_path))
+    with pytest.raises(ValueError, match="--metric_for_best=eval_f2 is not among the results of "
+                                         "the evaluation: eval_f1, global_step"):
+        evaluation(_trained(1), 1)

@@ -150,6 +150,9 @@ class PeriodicEvaluation:
         if step in self.state.scored or self.stopped:
             return self.stopped
         results = self.evaluate(trained.model, step, self.suffix(step))
+        if self.plan.metric not in results:
+            raise ValueError(f"--metric_for_best={self.plan.metric} is not among the results of "
+                             f"the evaluation: {', '.join(sorted(results))}")
         value = float(results[self.plan.metric])
         _log_results(self.output_dir, step, results)
         state = self.state
