@@ -35,8 +35,8 @@ import tensorflow as tf
 from checkpoint_flags import define_input_flags, read_input_model
 from data import tokenization
 from data.text_tokenizer import TextTokenizer
-from modeling.encoder import encoder_of
-from modeling.text_heads import POOLINGS
+from modeling.models.encoder import encoder_of
+from modeling.models.text_models import POOLINGS
 from serving.litert import QUANTIZATIONS, LiteTextModel, export_litert
 from serving.servers import EncoderServer, Preprocessor, TextModelServer
 from tasks.embedding import read_sentence_transformers_folder

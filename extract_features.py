@@ -13,7 +13,7 @@ import common_flags
 from data import features as model_inputs
 from data.feature_extraction import format_output_line, parse_layer_indexes, read_lines
 from modeling import checkpoints
-from modeling.encoder import BertEncoder
+from modeling.models.encoder import BertEncoder
 from training import prediction
 from training.batching import ArrayExamples
 from utils.output_files import AtomicFile

@@ -32,7 +32,7 @@ import tensorflow as tf
 import common_flags
 from data.pretraining.dataset import check_pretraining_files, expand_file_patterns
 from modeling import checkpoints
-from modeling.pretrainer import BertPretrainer
+from modeling.models.pretrainer import BertPretrainer
 from tasks import pretraining
 
 FLAGS = flags.FLAGS

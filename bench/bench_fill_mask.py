@@ -79,7 +79,7 @@ def read_checkpoint(name: str, shared: str):
             os.path.join(tiny, "bert_model.ckpt"), "tf1", os.path.join(tiny, "bert_config.json"),
             os.path.join(shared, "fixtures", "vocab", "uncased_vocab.txt"))
     import keras
-    from modeling.pretrainer import BertMaskedLM
+    from modeling.models.pretrainer import BertMaskedLM
     encoder = checkpoints.read_model(hf_model_dir())
     keras.utils.set_random_seed(0)
     model = BertMaskedLM(encoder.model.config, encoder=encoder.model)

@@ -42,7 +42,7 @@ def step_times(lengths: range, repeats: int) -> tuple[dict[int, float], dict]:
     from bench.machine import machine_description
     from modeling import losses
     from modeling.config import BertConfig
-    from modeling.task_models import BertClassifier
+    from modeling.models.task_models import BertClassifier
     from training.optimizer import create_optimizer
     from training.trainer import Normaliser
 

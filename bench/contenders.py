@@ -65,7 +65,7 @@ class ThisProject:
         sys.path.insert(0, REPO_ROOT)
         import keras
         import tensorflow as tf
-        from modeling.encoder import ENCODER_INPUTS, BertEncoder
+        from modeling.models.encoder import ENCODER_INPUTS, BertEncoder
         from training.xla_choice import prefers_xla
         keras.mixed_precision.set_dtype_policy(
             "mixed_bfloat16" if case.dtype == "bfloat16" else "float32")
@@ -87,7 +87,7 @@ class ThisProject:
     def _train_step(self, case: Case, config, workdir: str) -> Callable[[], object]:
         import tensorflow as tf
         from data.pretraining.dataset import pretraining_dataset
-        from modeling.pretrainer import BertPretrainer, pretraining_losses
+        from modeling.models.pretrainer import BertPretrainer, pretraining_losses
         from training.optimizer import create_optimizer
         from training.trainer import Trainer, TrainingConfig
 

@@ -60,7 +60,7 @@ def train_ours(hf_dir: str, task, head: tuple[np.ndarray, np.ndarray],
     """
     import tensorflow as tf
     from modeling import checkpoints
-    from modeling.checkpoints.hf_config import bert_config_from_hf
+    from modeling.checkpoints.hf.config import bert_config_from_hf
     from tasks.classifier import Settings, fine_tuning_task
     from training.batching import ArrayExamples
     from training.fine_tuning import warmup_steps

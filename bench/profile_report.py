@@ -73,7 +73,7 @@ def _mfu_cell(summary: dict) -> str:
 
 def _shape_cell(result: dict, variant: str) -> str:
     tokens = statistics.mean(result["tokens"])
-    if variant == "packed":  # rows rounded up to a multiple of 16 (modeling/packing.py)
+    if variant == "packed":  # rows rounded up to a multiple of 16 (modeling/layers/packing.py)
         positions = statistics.mean(-(-n // 16) * 16 for n in result["tokens"])
     else:
         positions = statistics.mean(result["positions"])

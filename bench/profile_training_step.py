@@ -91,7 +91,7 @@ def build_step(model_name: str, task, arrays: dict, packed: bool, output_dir: st
     import keras
     import tensorflow as tf
     from modeling.config import BertConfig
-    from modeling.task_models import BertClassifier
+    from modeling.models.task_models import BertClassifier
     from tasks import classifier
     from training.batching import ArrayExamples, Batching
     from training.optimizer import create_optimizer

@@ -72,7 +72,7 @@ class BertConfig:
                 f"hidden_size ({self.hidden_size}) is not a multiple of num_attention_heads "
                 f"({self.num_attention_heads})")
         # Imported here so that the activation table stays the single list of valid names.
-        from modeling.activations import get_activation
+        from modeling.layers.activations import get_activation
         get_activation(self.hidden_act)
 
     @property

@@ -24,7 +24,7 @@ from typing import Sequence
 import keras
 import tensorflow as tf
 
-from modeling.encoder import ENCODER_INPUTS
+from modeling.models.encoder import ENCODER_INPUTS
 from serving.lite_tokenizer import LiteTokenizer
 from serving.servers import MASK, TextModelServer, concrete
 

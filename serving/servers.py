@@ -22,10 +22,10 @@ import tensorflow as tf
 from data import tokenization
 from data.text_tokenizer import TextTokenizer
 from modeling.checkpoints import model_spec
-from modeling.encoder import encoder_of
-from modeling.pretrainer import BertPretrainer
-from modeling.text_heads import MaskedTokenPredictor, SentenceEncoder
 from data.segment_layout import SegmentLayout
+from modeling.models.encoder import encoder_of
+from modeling.models.pretrainer import BertPretrainer
+from modeling.models.text_models import MaskedTokenPredictor, SentenceEncoder
 
 TEXT = tf.TensorSpec([None], tf.string)
 MASK = tokenization.MASK
@@ -83,7 +83,7 @@ def mask_positions(input_ids: tf.Tensor, mask_id: int) -> tf.Tensor:
     rank = tf.cumsum(tf.cast(is_mask, tf.int32), axis=1, exclusive=True)    # [B, T]
     slots = tf.maximum(tf.reduce_max(tf.reduce_sum(tf.cast(is_mask, tf.int32), 1)), 1)
     slot = tf.range(slots)[tf.newaxis, :, tf.newaxis]                       # [1, P, 1]
-    # expand_dims rather than [:, tf.newaxis]: LiteRT runs it (modeling/attention.py).
+    # expand_dims rather than [:, tf.newaxis]: LiteRT runs it (modeling/layers/attention.py).
     hit = tf.expand_dims(is_mask, 1) & (tf.expand_dims(rank, 1) == slot)    # [B, P, T]
     positions = tf.range(tf.shape(input_ids)[1])[tf.newaxis, tf.newaxis]    # [1, 1, T]
     return tf.reduce_max(tf.where(hit, positions, -1), axis=2)
@@ -173,9 +173,10 @@ class TextModelServer(_TextModule):
     Signatures: SQuAD `serving_default(question, context)`; other heads `serving_default(text)`
     and `serving_pair(text_a, text_b)`. Every model also has `serving_embedding(text)` and
     `serving_embedding_pair(text_a, text_b)` -> `embedding` [B, H] (pooled as `pooling`, see
-    `modeling.text_heads`), and a model with the masked-LM head `serving_fill_mask(text)` -> for
-    each `[MASK]` of the text, `mask_positions` [B, P] (-1 past the text's masks), `token_ids`,
-    `tokens` and `probabilities` [B, P, top_k]. A multiple-choice model has no text signature.
+    `modeling.models.text_models`), and a model with the masked-LM head `serving_fill_mask(text)`
+    -> for each `[MASK]` of the text, `mask_positions` [B, P] (-1 past the text's masks),
+    `token_ids`, `tokens` and `probabilities` [B, P, top_k]. A multiple-choice model has no text
+    signature.
 
     With `labels` (the names the model was trained with, by id), a classifier also gives `label`
     [B], the most probable label's name, and a tagger `tags` [B, T]; a multi-label classifier

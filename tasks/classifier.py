@@ -30,7 +30,7 @@ from data.classifier.predictions import (prediction_records, write_confusion_mat
                                          write_predictions_jsonl)
 from modeling import losses
 from modeling.config import BertConfig
-from modeling.task_models import BertClassifier
+from modeling.models.task_models import BertClassifier
 from tasks.text_model import (LABEL_FILE, TextModel, read_fine_tuned, saved_labels,
                               write_labels)
 from training import fine_tuning

@@ -1,5 +1,5 @@
 """Sentence vectors: one vector per text (or pair), pooled from an encoder's outputs as a
-sentence-transformers folder says or as asked (`modeling.text_heads.POOLINGS`)."""
+sentence-transformers folder says or as asked (`modeling.models.text_models.POOLINGS`)."""
 from __future__ import annotations
 
 import dataclasses
@@ -14,8 +14,8 @@ import numpy as np
 from data import tokenization
 from data import features as model_inputs
 from modeling import checkpoints
-from modeling.encoder import encoder_of
-from modeling.text_heads import POOLINGS, SentenceEncoder
+from modeling.models.encoder import encoder_of
+from modeling.models.text_models import POOLINGS, SentenceEncoder
 from tasks.text_model import TextModel, checked_lower_case
 from training.batching import Batching
 from utils.json_files import read_json_object
@@ -77,7 +77,7 @@ def read_sentence_transformers_folder(folder: str) -> SentenceTransformersConfig
 
 class SentenceEmbedder(TextModel):
     """One vector per text (or pair): float32 [N, H], pooled as `pooling` (see
-    `modeling.text_heads.POOLINGS`), L2-normalised if `normalize`."""
+    `modeling.models.text_models.POOLINGS`), L2-normalised if `normalize`."""
 
     def __init__(self, encoder: keras.Model, tokenizer: tokenization.FullTokenizer,
                  pooling: str = "cls", normalize: bool = False, max_seq_length: int = 128,

@@ -1,6 +1,6 @@
 """Fill-mask: each `[MASK]` of a text, its most probable tokens under a masked-LM head (the
-pretraining task's head, `modeling.text_heads.MaskedTokenPredictor`), for any model the project
-reads with that head (Google's releases, `run_pretraining.py`'s output, Hugging Face
+pretraining task's head, `modeling.models.text_models.MaskedTokenPredictor`), for any model the
+project reads with that head (Google's releases, `run_pretraining.py`'s output, Hugging Face
 `BertForMaskedLM` / `BertForPreTraining`, TF-Hub encoders exported with their masked LM)."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import numpy as np
 
 from data import features as model_inputs, tokenization
 from modeling import checkpoints
-from modeling.text_heads import MaskedTokenPredictor
+from modeling.models.text_models import MaskedTokenPredictor
 from tasks.text_model import TextModel, checked_lower_case
 from training.batching import Batching
 

@@ -24,7 +24,7 @@ from data import tokenization, windows
 from data.ner import conll, features as ner_features, metrics
 from modeling import losses
 from modeling.config import BertConfig
-from modeling.task_models import BertTokenClassifier
+from modeling.models.task_models import BertTokenClassifier
 from tasks import ner_feature_based as feature_based
 from tasks.text_model import (LABEL_FILE, TextModel, model_folder, read_fine_tuned,
                               saved_labels, write_labels)

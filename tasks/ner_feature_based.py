@@ -2,8 +2,9 @@
 
 The concatenated activations of some encoder layers at each word's first piece, computed once and
 cached (`data.ner.feature_cache`), feed a two-layer BiLSTM and a classifier
-(`modeling.bilstm_tagger`), which alone are trained. The sequences, labels and evaluation files
-are the fine-tuned tagger's (`tasks.ner`, which runs this mode for `run_ner.py --feature_based`).
+(`modeling.models.bilstm_tagger`), which alone are trained. The sequences, labels and evaluation
+files are the fine-tuned tagger's (`tasks.ner`, which runs this mode for
+`run_ner.py --feature_based`).
 """
 from __future__ import annotations
 
@@ -18,10 +19,10 @@ import tensorflow as tf
 from data.feature_extraction import parse_layer_indexes
 from data.ner import feature_cache, features as ner_features
 from modeling import checkpoints, losses
-from modeling.bilstm_tagger import BiLstmTagger
 from modeling.config import BertConfig
-from modeling.encoder import BertEncoder
-from modeling.task_models import ENCODER_INPUTS
+from modeling.models.bilstm_tagger import BiLstmTagger
+from modeling.models.encoder import BertEncoder
+from modeling.models.task_models import ENCODER_INPUTS
 from training import fine_tuning, prediction
 from training.trainer import LossFn
 from training.batching import ArrayExamples, Batching, HostExamples

@@ -1,7 +1,7 @@
 """Pretraining: the masked LM and next sentence prediction (paper section 3.1) on TFRecords.
 
 The records (`data.pretraining.dataset`), the pretrainer and its losses
-(`modeling.pretrainer`), initialisation from any checkpoint, the original's `bert_model.ckpt`
+(`modeling.models.pretrainer`), initialisation from any checkpoint, the original's `bert_model.ckpt`
 with its optimizer moments, and the evaluation the original's Estimator ran
 (`eval_results.txt`). Fill-mask on new text is `tasks.fill_mask`.
 """
@@ -16,8 +16,8 @@ import tensorflow as tf
 from data.pretraining.dataset import count_records, damaged_records_named, pretraining_dataset
 from modeling import checkpoints
 from modeling.config import BertConfig
-from modeling.pretrainer import (BertMaskedLM, BertPretrainer, pretraining_losses,
-                                 pretraining_metric_sums)
+from modeling.models.pretrainer import (BertMaskedLM, BertPretrainer, pretraining_losses,
+                                        pretraining_metric_sums)
 from training import fine_tuning
 from training.evaluation import evaluate as evaluate_batches
 from training.optimizer import optimizer_moments

@@ -29,7 +29,7 @@ from data.squad.predictions import (RawResult, SquadPredictions, compute_predict
                                     write_predictions)
 from modeling import losses
 from modeling.config import BertConfig
-from modeling.task_models import BertSpanLabeler
+from modeling.models.task_models import BertSpanLabeler
 from tasks.text_model import TextModel, parsed, parts, read_fine_tuned
 from training import fine_tuning
 from training.batching import FIXED, ArrayExamples, Batching

@@ -22,7 +22,7 @@ from data.classifier.metrics import loss_metrics
 from data.swag import examples as swag
 from modeling import losses
 from modeling.config import BertConfig
-from modeling.task_models import BertMultipleChoice
+from modeling.models.task_models import BertMultipleChoice
 from tasks.text_model import TextModel, parsed, parts, read_fine_tuned
 from training import fine_tuning
 from training.batching import FIXED, ArrayExamples, Batching

@@ -1,9 +1,10 @@
-"""Tests of modeling/activations.py: the training forms equal the inference forms, with gradients."""
+"""Tests of modeling/layers/activations.py: the training forms equal the inference forms, with
+gradients."""
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling.activations import get_activation
+from modeling.layers.activations import get_activation
 
 
 def _reference(name: str, x: tf.Tensor) -> tf.Tensor:

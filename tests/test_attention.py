@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling.attention import AttentionMask, SelfAttention, attention_mask_from_input_mask
+from modeling.layers.attention import AttentionMask, SelfAttention, attention_mask_from_input_mask
 
 
 def reference_attention(layer: SelfAttention, hidden_states: np.ndarray,

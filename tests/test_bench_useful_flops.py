@@ -30,7 +30,7 @@ def test_the_known_models_sizes():
 
 def test_layer_parameters_are_the_encoder_layers_variables():
     from modeling.config import BertConfig
-    from modeling.encoder import BertEncoder
+    from modeling.models.encoder import BertEncoder
     config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                         intermediate_size=24)
     encoder = BertEncoder(config)

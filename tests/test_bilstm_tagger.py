@@ -3,10 +3,10 @@ import keras
 import numpy as np
 import pytest
 
-from modeling.bilstm_tagger import BiLstmTagger
 from modeling.checkpoints import CheckpointMismatchError, load_checkpoint
 from modeling.checkpoints.formats import KERAS
-from modeling.checkpoints.keras_format import save_keras_checkpoint
+from modeling.checkpoints.keras_format.checkpoint import save_keras_checkpoint
+from modeling.models.bilstm_tagger import BiLstmTagger
 
 _D, _U, _K = 12, 8, 5
 

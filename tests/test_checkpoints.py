@@ -8,10 +8,10 @@ import tensorflow as tf
 from modeling.checkpoints import CheckpointMismatchError, CorruptCheckpointError, load_checkpoint
 from modeling.checkpoints import formats
 from modeling.checkpoints.formats import KERAS, TF1
-from modeling.checkpoints.keras_format import save_keras_checkpoint
+from modeling.checkpoints.keras_format.checkpoint import save_keras_checkpoint
 from modeling.config import BertConfig
-from modeling.pretrainer import BertPretrainer
-from modeling.task_models import BertClassifier
+from modeling.models.pretrainer import BertPretrainer
+from modeling.models.task_models import BertClassifier
 from tests.modeling_fixtures import tiny_config, tiny_dir
 
 

@@ -15,15 +15,15 @@ import pytest
 import tensorflow as tf
 
 import modeling
-from modeling.attention import SelfAttention, attention_mask_from_input_mask
-from modeling.bilstm_tagger import BiLstmTagger
 from modeling.config import BertConfig
-from modeling.embeddings import BertEmbeddings
-from modeling.encoder import BertEncoder, Pooler
-from modeling.heads import MaskedLMHead, OutputProjection
-from modeling.layer_norm import LayerNorm
-from modeling.pretrainer import BertPretrainer
-from modeling.transformer_layer import TransformerLayer
+from modeling.layers.attention import SelfAttention, attention_mask_from_input_mask
+from modeling.layers.embeddings import BertEmbeddings
+from modeling.layers.layer_norm import LayerNorm
+from modeling.layers.output_heads import MaskedLMHead, OutputProjection
+from modeling.layers.transformer_layer import TransformerLayer
+from modeling.models.bilstm_tagger import BiLstmTagger
+from modeling.models.encoder import BertEncoder, Pooler
+from modeling.models.pretrainer import BertPretrainer
 from tests.test_attention import randomize
 
 V, H, T = 13, 8, 5

@@ -12,9 +12,9 @@ from modeling.checkpoints import (LoadedModel, ModelSpec, UnsupportedCheckpointE
                                   detect_format, read_model, save_tf1_checkpoint, write_model)
 import modeling.checkpoints.folders as checkpoint_folders
 from modeling.checkpoints.formats import HF, KERAS, TF1
-from modeling.checkpoints.keras_format import save_keras_checkpoint
+from modeling.checkpoints.keras_format.checkpoint import save_keras_checkpoint
 from modeling.checkpoints.names import tf1_name_map
-from modeling.checkpoints.tf1 import read_tf1_checkpoint
+from modeling.checkpoints.tf1.checkpoint import read_tf1_checkpoint
 from modeling.config import BertConfig
 from tests.modeling_fixtures import tiny_dir
 

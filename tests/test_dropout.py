@@ -1,10 +1,10 @@
-"""`modeling.dropout.Dropout`: Keras' dropout contract with 16-bit random draws."""
+"""`modeling.layers.dropout.Dropout`: Keras' dropout contract with 16-bit random draws."""
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling.dropout import Dropout, drop
+from modeling.layers.dropout import Dropout, drop
 
 
 @pytest.mark.parametrize("rate", [0.1, 0.5])

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling.embeddings import BertEmbeddings
+from modeling.layers.embeddings import BertEmbeddings
 from tests.test_attention import randomize
 
 V, H, TYPES, POSITIONS = 12, 4, 3, 8

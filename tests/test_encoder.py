@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling.activations import gelu, gelu_exact
-from modeling.checkpoints.tf1 import load_tf1_checkpoint
+from modeling.checkpoints.tf1.checkpoint import load_tf1_checkpoint
 from modeling.config import BertConfig
-from modeling.encoder import BertEncoder
-from modeling.pretrainer import BertPretrainer
+from modeling.layers.activations import gelu, gelu_exact
+from modeling.models.encoder import BertEncoder
+from modeling.models.pretrainer import BertPretrainer
 from tests.modeling_fixtures import at_real_tokens, golden, golden_inputs, tiny_config, tiny_dir
 
 ATOL_HIDDEN = 1e-5

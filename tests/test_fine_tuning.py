@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from modeling import losses
 from modeling.config import BertConfig
-from modeling.task_models import BertClassifier
+from modeling.models.task_models import BertClassifier
 from training import fine_tuning, prediction, xla_choice
 from training.batching import FIXED, ArrayExamples, Batching
 from training.optimizer import create_optimizer

@@ -4,8 +4,8 @@ import pytest
 import tensorflow as tf
 
 from modeling.config import BertConfig
-from modeling.heads import MaskedLMHead, OutputProjection
-from modeling.pretrainer import BertPretrainer
+from modeling.layers.output_heads import MaskedLMHead, OutputProjection
+from modeling.models.pretrainer import BertPretrainer
 from tests.test_attention import randomize
 
 V, H = 11, 8

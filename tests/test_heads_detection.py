@@ -3,8 +3,8 @@ import json
 import pytest
 
 from modeling.checkpoints import SPEC_FILE, UnsupportedCheckpointError, write_model_spec
-from modeling.checkpoints.heads import (HEAD_NAMES, ModelSpec, build_model, detect_model_spec,
-                                        model_spec, read_model_spec)
+from modeling.checkpoints.model_specs import (HEAD_NAMES, ModelSpec, build_model, detect_model_spec,
+                                              model_spec, read_model_spec)
 from modeling.checkpoints.names import tf1_name_map
 from modeling.config import BertConfig
 from tests.modeling_fixtures import tiny_dir

@@ -10,13 +10,13 @@ from modeling.checkpoints import (CheckpointMismatchError, LoadedModel, ModelSpe
                                   UnsupportedCheckpointError, build_model, load_checkpoint,
                                   read_model, write_model)
 from modeling.checkpoints.formats import HF
-from modeling.checkpoints.hf import read_hf_checkpoint
-from modeling.checkpoints.hf_config import ARCHITECTURES
-from modeling.checkpoints.hf_names import hf_rows, to_hf_arrays
+from modeling.checkpoints.hf.checkpoint import read_hf_checkpoint
+from modeling.checkpoints.hf.config import ARCHITECTURES
+from modeling.checkpoints.hf.names import hf_rows, to_hf_arrays
 from modeling.checkpoints.names import tf1_name_map
-from modeling.checkpoints.tf1 import assign_tf1_values, load_tf1_checkpoint
+from modeling.checkpoints.tf1.checkpoint import assign_tf1_values, load_tf1_checkpoint
 from modeling.config import BertConfig
-from modeling.encoder import BertEncoder
+from modeling.models.encoder import BertEncoder
 from tests.hf_reference import gather_positions, load_hf_model, log_softmax, require, run_hf
 from tests.modeling_fixtures import golden, tiny_config, tiny_dir
 

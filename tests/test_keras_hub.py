@@ -1,4 +1,4 @@
-"""KerasHub presets (`modeling.checkpoints.keras_hub`), checked against the real `keras_hub`.
+"""KerasHub presets (`modeling.checkpoints.keras_hub.preset`), checked against the real `keras_hub`.
 
 The original's tiny checkpoints go to KerasHub presets that `keras_hub`'s own `from_preset` loads
 without a warning and runs as the original ran them; presets that `keras_hub` writes (from random
@@ -26,7 +26,7 @@ from modeling.checkpoints import (CheckpointMismatchError, LoadedModel, ModelSpe
 from modeling.checkpoints.formats import HF, KERAS_HUB
 from modeling.checkpoints.names import tf1_name_map
 from modeling.config import BertConfig
-from modeling.encoder import BertEncoder
+from modeling.models.encoder import BertEncoder
 from tests.hf_reference import log_softmax, require
 from tests.modeling_fixtures import at_real_tokens, golden, tiny_dir
 from tests.script_errors import assert_user_error

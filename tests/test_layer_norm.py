@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling.layer_norm import LayerNorm
+from modeling.layers.layer_norm import LayerNorm
 
 
 def _pair(width: int):

@@ -24,7 +24,7 @@ from data.tokenization import FullTokenizer
 from modeling.checkpoints import LoadedModel, ModelSpec, build_model, read_model, write_model
 from modeling.checkpoints.formats import KERAS
 from modeling.config import BertConfig
-from modeling.pretrainer import BertPretrainer
+from modeling.models.pretrainer import BertPretrainer
 from serving.lite_tokenizer import LiteTokenizer
 from serving.litert import CUSTOM_OPS, custom_ops
 from serving.servers import TextModelServer

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling.checkpoints.tf1 import load_tf1_checkpoint
-from modeling.encoder import ENCODER_INPUTS
-from modeling.pretrainer import BertPretrainer, pretraining_losses
+from modeling.checkpoints.tf1.checkpoint import load_tf1_checkpoint
+from modeling.models.encoder import ENCODER_INPUTS
+from modeling.models.pretrainer import BertPretrainer, pretraining_losses
 from tests.modeling_fixtures import at_real_tokens, golden, golden_inputs, tiny_config, tiny_dir
 
 UNIT_ROUNDOFF = 2.0 ** -8

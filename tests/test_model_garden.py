@@ -14,10 +14,10 @@ import tensorflow as tf
 from modeling.checkpoints import (CheckpointMismatchError, UnsupportedCheckpointError,
                                   detect_format, load_checkpoint, read_model, write_model)
 from modeling.checkpoints.formats import HF, MODEL_GARDEN, TF1, TF_HUB
-from modeling.checkpoints.model_garden import object_paths
+from modeling.checkpoints.model_garden.checkpoint import object_paths
 from modeling.checkpoints.names import tf1_name_map
 from modeling.config import BertConfig
-from modeling.encoder import BertEncoder
+from modeling.models.encoder import BertEncoder
 from tasks.fill_mask import FillMask
 
 FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures_model_garden"

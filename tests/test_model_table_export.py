@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from data.features import stack, text_sequence
-from modeling.encoder import encoder_of
+from modeling.models.encoder import encoder_of
 from tasks.embedding import SentenceEmbedder
 from tasks.fill_mask import FillMask
 from tests.hf_reference import load_hf_model, run_hf

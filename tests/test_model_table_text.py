@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from data.features import stack, text_sequence
-from modeling.encoder import encoder_of
+from modeling.models.encoder import encoder_of
 from tasks.classifier import TextClassifier
 from tasks.fill_mask import FillMask
 from tasks.ner import EntityTagger

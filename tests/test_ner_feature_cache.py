@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling.bilstm_tagger import BiLstmTagger
 from modeling.config import BertConfig
-from modeling.encoder import BertEncoder
 from data.ner import feature_cache
+from modeling.models.bilstm_tagger import BiLstmTagger
+from modeling.models.encoder import BertEncoder
 from training import prediction
 from training.batching import HostExamples
 

@@ -465,7 +465,7 @@ def _train_tiny_classifier(output_dir, steps, total_steps=8):
     `steps` of a schedule of `total_steps` (a rerun of the same command resumes)."""
     from modeling import losses
     from modeling.config import BertConfig
-    from modeling.task_models import BertClassifier
+    from modeling.models.task_models import BertClassifier
     from training import trainer
     from training.batching import ArrayExamples
 

@@ -1,4 +1,4 @@
-"""The packed encoder (`modeling.packing`) against the padded one with the same weights: the
+"""The packed encoder (`modeling.layers.packing`) against the padded one with the same weights: the
 same numbers at real tokens, zeros at padding, dense layers on real tokens only, and under XLA a
 bounded set of row counts."""
 import re
@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling import losses, packing
-from modeling.attention import SelfAttention
 from modeling.config import BertConfig
-from modeling.encoder import BertEncoder
-from modeling.task_models import BertTokenClassifier
+from modeling.layers.attention import SelfAttention
+from modeling.layers import packing
+from modeling import losses
+from modeling.models.encoder import BertEncoder
+from modeling.models.task_models import BertTokenClassifier
 
 CONFIG = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                     intermediate_size=64, hidden_dropout_prob=0.0,

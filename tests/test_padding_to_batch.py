@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from modeling import checkpoints, losses
-from modeling.task_models import BertClassifier, BertSpanLabeler
+from modeling.models.task_models import BertClassifier, BertSpanLabeler
 from tests.modeling_fixtures import golden, tiny_config, tiny_dir
 from training import fine_tuning, prediction
 from training.batching import FIXED, ArrayExamples, Batching
@@ -134,7 +134,7 @@ def test_the_packed_encoder_takes_the_steps_of_the_padded_one(fixtures_dir, tmp_
                                                               jit_compile):
     """Dropout off: every step's loss and the weights after eight steps agree to float32
     round-off, on batches cut to their longest sequence (under XLA, the packed encoder runs
-    every row of a training step: `modeling.packing`)."""
+    every row of a training step: `modeling.layers.packing`)."""
     padded_model, padded_losses = _train(fixtures_dir, tmp_path / "padded", TO_BATCH,
                                          packed=False, jit_compile=jit_compile)
     packed_model, packed_losses = _train(fixtures_dir, tmp_path / "packed", TO_BATCH,

@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling.checkpoints.tf1 import load_tf1_checkpoint
-from modeling.pretrainer import BertPretrainer, pretraining_losses
+from modeling.checkpoints.tf1.checkpoint import load_tf1_checkpoint
+from modeling.models.pretrainer import BertPretrainer, pretraining_losses
 from tests.modeling_fixtures import golden, golden_inputs, tiny_config, tiny_dir
 
 

@@ -23,7 +23,7 @@ import tensorflow as tf
 from data.classifier.glue_tasks import get_task
 from modeling.checkpoints import save_tf1_checkpoint
 from modeling.config import BertConfig
-from modeling.encoder import BertEncoder
+from modeling.models.encoder import BertEncoder
 from synthetic import corpus
 from tests.conftest import REPO_ROOT
 from training.run_guards import exclusive_output_dir

@@ -13,9 +13,9 @@ import pytest
 import tensorflow as tf
 
 from modeling.checkpoints import load_checkpoint
-from modeling.checkpoints.tf1 import read_tf1_checkpoint
+from modeling.checkpoints.tf1.checkpoint import read_tf1_checkpoint
 from modeling.config import BertConfig
-from modeling.pretrainer import BertPretrainer
+from modeling.models.pretrainer import BertPretrainer
 from tests.pretraining_runs import command, free_ports, read_results, run, write_config
 
 pytestmark = pytest.mark.slow

@@ -13,6 +13,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from modeling.checkpoints.tf1.checkpoint import load_tf1_checkpoint
+from modeling.models.encoder import BertEncoder
+from modeling.models.task_models import BertSpanLabeler
 from tasks.squad import TIMING as SQUAD_TIMING
 from data.squad import metrics
 from data.squad.examples import load_squad_json, read_squad_examples
@@ -20,10 +23,7 @@ from data.squad.features import convert_examples_to_features, features_to_arrays
 from data.squad.predictions import RawResult, compute_predictions
 from data.tokenization import FullTokenizer
 from modeling.checkpoints import save_tf1_checkpoint
-from modeling.checkpoints.tf1 import load_tf1_checkpoint
 from modeling.config import BertConfig
-from modeling.encoder import BertEncoder
-from modeling.task_models import BertSpanLabeler
 from synthetic.squad import write_squad_files
 from tests.conftest import REPO_ROOT
 

@@ -9,10 +9,10 @@ import tensorflow as tf
 
 from data.text_tokenizer import TextTokenizer
 from modeling.config import BertConfig
-from modeling.encoder import BertEncoder
-from modeling.pretrainer import BertPretrainer
-from modeling.task_models import BertClassifier, BertMultipleChoice, BertSpanLabeler
-from modeling.text_heads import MaskedTokenPredictor, SentenceEncoder
+from modeling.models.encoder import BertEncoder
+from modeling.models.pretrainer import BertPretrainer
+from modeling.models.task_models import BertClassifier, BertMultipleChoice, BertSpanLabeler
+from modeling.models.text_models import MaskedTokenPredictor, SentenceEncoder
 from serving.servers import EncoderServer, Preprocessor, TextModelServer, packed_offsets
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", ",", "!", "the", "cat",

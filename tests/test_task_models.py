@@ -2,11 +2,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from modeling.checkpoints.tf1.checkpoint import load_tf1_checkpoint
 from modeling import losses
-from modeling.checkpoints.tf1 import load_tf1_checkpoint
 from modeling.config import BertConfig
-from modeling.task_models import (BertClassifier, BertMultipleChoice, BertSpanLabeler,
-                                  BertTokenClassifier)
+from modeling.models.task_models import (BertClassifier, BertMultipleChoice, BertSpanLabeler,
+                                         BertTokenClassifier)
 from tests.modeling_fixtures import golden, golden_inputs, tiny_config, tiny_dir
 
 

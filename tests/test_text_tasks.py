@@ -13,8 +13,8 @@ from data.tokenization import FullTokenizer
 from modeling import checkpoints
 from modeling.checkpoints import ModelSpec, build_model
 from modeling.checkpoints.names import tf1_name_map
-from modeling.checkpoints.tf1 import assign_tf1_values
-from modeling.text_heads import POOLINGS, MaskedTokenPredictor
+from modeling.checkpoints.tf1.checkpoint import assign_tf1_values
+from modeling.models.text_models import POOLINGS, MaskedTokenPredictor
 from tasks.classifier import TextClassifier
 from tasks.embedding import SentenceEmbedder
 from tasks.fill_mask import MASK, FillMask

@@ -6,11 +6,11 @@ import tensorflow as tf
 
 from modeling.checkpoints import CheckpointMismatchError, save_tf1_checkpoint
 from modeling.checkpoints.names import tf1_name_map
-from modeling.checkpoints.tf1 import load_tf1_checkpoint, read_tf1_checkpoint
+from modeling.checkpoints.tf1.checkpoint import load_tf1_checkpoint, read_tf1_checkpoint
 from modeling.config import BertConfig
-from modeling.encoder import BertEncoder
-from modeling.pretrainer import BertPretrainer
-from modeling.task_models import BertClassifier, BertSpanLabeler
+from modeling.models.encoder import BertEncoder
+from modeling.models.pretrainer import BertPretrainer
+from modeling.models.task_models import BertClassifier, BertSpanLabeler
 from tests.modeling_fixtures import tiny_config, tiny_dir
 from training.optimizer import AdamWeightDecay
 

@@ -1,9 +1,9 @@
 """TF-Hub BERT encoder SavedModels are read as data: nothing a SavedModel holds runs.
 
 `tf.saved_model.load` restores a SavedModel's functions and runs the initializers of its
-resources; the reader (`modeling.checkpoints.tf_hub`) reads the object graph and the variables'
-checkpoint instead. The fixtures are those of tests/test_model_garden.py (written by Model
-Garden's exporter).
+resources; the reader (`modeling.checkpoints.tf_hub.saved_model`) reads the object graph and the
+variables' checkpoint instead. The fixtures are those of tests/test_model_garden.py (written by
+Model Garden's exporter).
 """
 import pathlib
 import shutil
@@ -16,11 +16,11 @@ from tensorflow.python.saved_model import load as saved_model_load
 from modeling.checkpoints import (CorruptCheckpointError, UnsupportedCheckpointError,
                                   load_checkpoint, read_model)
 from modeling.checkpoints.formats import TF_HUB
-from modeling.checkpoints.model_garden_names import (HUB_MASKED_LM_NAMES, encoder_rows,
+from modeling.checkpoints.model_garden.names import (HUB_MASKED_LM_NAMES, encoder_rows,
                                                      to_model_garden)
 from modeling.checkpoints.names import tf1_name_map
 from modeling.config import BertConfig
-from modeling.encoder import BertEncoder
+from modeling.models.encoder import BertEncoder
 
 FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures_model_garden"
 OUTPUTS = np.load(FIXTURES / "outputs.npz")

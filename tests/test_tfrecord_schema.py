@@ -4,7 +4,7 @@ import pytest
 import tensorflow as tf
 
 from data import tfrecord_schema as schema
-from modeling import encoder, task_models
+from modeling.models import encoder, task_models
 from tests import tf_examples
 
 PRETRAINING_ORDER = ["input_ids", "input_mask", "segment_ids", "masked_lm_positions",

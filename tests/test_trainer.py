@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from modeling import losses
 from modeling.config import BertConfig
-from modeling.task_models import BertClassifier, BertSpanLabeler
+from modeling.models.task_models import BertClassifier, BertSpanLabeler
 from training import trainer
 from training.batching import ArrayExamples
 from training.checkpointing import CheckpointWriteError

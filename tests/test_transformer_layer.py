@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling.attention import attention_mask_from_input_mask
-from modeling.transformer_layer import TransformerLayer
+from modeling.layers.attention import attention_mask_from_input_mask
+from modeling.layers.transformer_layer import TransformerLayer
 from tests.test_attention import randomize, reference_attention
 
 H, N, I = 8, 2, 16

@@ -5,7 +5,7 @@ import keras
 
 from modeling.checkpoints import save_tf1_checkpoint
 from modeling.config import BertConfig
-from modeling.encoder import BertEncoder
+from modeling.models.encoder import BertEncoder
 from synthetic import swag_ner
 
 

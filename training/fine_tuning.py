@@ -27,8 +27,8 @@ import numpy as np
 import tensorflow as tf
 
 from modeling import checkpoints
-from modeling.checkpoints.hf import VOCAB_FILE
-from modeling.task_models import ENCODER_INPUTS
+from modeling.checkpoints.hf.checkpoint import VOCAB_FILE
+from modeling.models.task_models import ENCODER_INPUTS
 from training import prediction
 from training.batching import FIXED, ArrayExamples, Batching, DatasetFn
 from training.checkpointing import resumes

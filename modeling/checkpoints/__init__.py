@@ -12,22 +12,24 @@ Code outside the package imports from here (`from modeling import checkpoints`):
 - what a strict load raises: `CheckpointMismatchError`, `CorruptCheckpointError`,
   `UnsupportedCheckpointError`, `NameTableError`.
 
-Inside: `formats` (the format table), `folder_readers` and `folders` (whole folders), one module
-per format (`tf1`, `keras_format`, `hf` with `hf_config` and `hf_names`, `model_garden` with
-`model_garden_config` and `model_garden_names`, `tf_hub` for the SavedModels exported from Model
-Garden, read as data, `keras_hub` with `keras_hub_config`, `keras_hub_names` and
-`keras_hub_weights` for KerasHub presets, read as data), `names` (the name table) and `heads` (a
-checkpoint's head).
+Inside, what every format shares: `formats` (the format table), `folder_readers` and `folders`
+(whole folders), `errors`, `names` (the name table) and `model_specs` (a checkpoint's head and
+`model_spec.json`). Then one subpackage per format, each with its reader and writer and, where the
+format has them, its config and name table: `tf1/` (`checkpoint`), `keras_format/` (`checkpoint`,
+this project's `keras` format), `hf/` (`checkpoint`, `config`, `names`), `model_garden/`
+(`checkpoint`, `config`, `names`), `tf_hub/` (`saved_model`, the SavedModels exported from Model
+Garden, read as data with `model_garden/`'s config and names) and `keras_hub/` (`preset`,
+`config`, `names`, `weights`, KerasHub presets read as data).
 """
 from modeling.checkpoints.errors import (CheckpointMismatchError, CorruptCheckpointError,
                                          NameTableError, UnsupportedCheckpointError)
 from modeling.checkpoints.folders import LoadedModel, read_model, write_model
 from modeling.checkpoints.formats import (DESCRIPTIONS, FORMATS, checkpoint_step, detect_format,
                                           load_checkpoint)
-from modeling.checkpoints.heads import (HEAD_NAMES, SPEC_FILE, ModelSpec, build_model, model_spec,
-                                        write_model_spec)
+from modeling.checkpoints.model_specs import (HEAD_NAMES, SPEC_FILE, ModelSpec, build_model,
+                                              model_spec, write_model_spec)
 from modeling.checkpoints.names import tf1_name
-from modeling.checkpoints.tf1 import resolve_checkpoint_prefix, save_tf1_checkpoint
+from modeling.checkpoints.tf1.checkpoint import resolve_checkpoint_prefix, save_tf1_checkpoint
 
 __all__ = [
     "CheckpointMismatchError",

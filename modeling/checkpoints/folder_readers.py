@@ -4,11 +4,11 @@ loaded strictly, with the vocabulary and casing that travel beside the weights.
 - `tf1`: `bert_model.ckpt` + `bert_config.json` + `vocab.txt`; the head from the variable names.
 - `keras`: `model.ckpt` + `bert_config.json` + `vocab.txt` + `model_spec.json` (the head and label
   count, and the tokenizer's casing).
-- `hf`: a Hugging Face folder (`modeling.checkpoints.hf`).
+- `hf`: a Hugging Face folder (`hf/`).
 - `model_garden`: an object-based `bert_model.ckpt` + `params.yaml` (or `bert_config.json`) +
-  `vocab.txt` (`modeling.checkpoints.model_garden`).
-- `tf_hub`: a TF-Hub BERT encoder SavedModel, read as data (`modeling.checkpoints.tf_hub`).
-- `keras_hub`: a KerasHub BERT preset, read as data (`modeling.checkpoints.keras_hub`).
+  `vocab.txt` (`model_garden/`).
+- `tf_hub`: a TF-Hub BERT encoder SavedModel, read as data (`tf_hub/`).
+- `keras_hub`: a KerasHub BERT preset, read as data (`keras_hub/`).
 
 `formats.FORMAT_TABLE` names the reader of each format; `folders.read_model` calls it.
 """
@@ -21,14 +21,16 @@ import keras
 import tensorflow as tf
 
 from modeling.checkpoints.errors import UnsupportedCheckpointError
-from modeling.checkpoints.heads import ModelSpec, build_model, detect_model_spec, read_model_spec
-from modeling.checkpoints.hf import VOCAB_FILE, read_hf_checkpoint
-from modeling.checkpoints.keras_format import keras_model_spec, load_keras_checkpoint
-from modeling.checkpoints.keras_hub import (VOCABULARY_FILE, VOCABULARY_FOLDER,
-                                            read_keras_hub_checkpoint)
-from modeling.checkpoints.model_garden import read_model_garden_config, read_model_garden_values
-from modeling.checkpoints.tf1 import assign_tf1_values, load_tf1_checkpoint
-from modeling.checkpoints.tf_hub import read_tf_hub_values
+from modeling.checkpoints.hf.checkpoint import VOCAB_FILE, read_hf_checkpoint
+from modeling.checkpoints.keras_format.checkpoint import keras_model_spec, load_keras_checkpoint
+from modeling.checkpoints.keras_hub.preset import (VOCABULARY_FILE, VOCABULARY_FOLDER,
+                                                   read_keras_hub_checkpoint)
+from modeling.checkpoints.model_garden.checkpoint import (read_model_garden_config,
+                                                          read_model_garden_values)
+from modeling.checkpoints.model_specs import (ModelSpec, build_model, detect_model_spec,
+                                              read_model_spec)
+from modeling.checkpoints.tf1.checkpoint import assign_tf1_values, load_tf1_checkpoint
+from modeling.checkpoints.tf_hub.saved_model import read_tf_hub_values
 from modeling.config import BertConfig
 
 BERT_CONFIG_FILE = "bert_config.json"

@@ -6,13 +6,12 @@ beside the target and renames it into place, so a failed conversion leaves nothi
 
 - `tf1`: `bert_model.ckpt` + `bert_config.json` + `vocab.txt`, as the original scripts read it.
 - `keras`: `model.ckpt` + `bert_config.json` + `vocab.txt` + `model_spec.json`.
-- `hf`: a Hugging Face folder (`modeling.checkpoints.hf`).
+- `hf`: a Hugging Face folder (`hf/`).
 - `model_garden`: Model Garden's object-based `bert_model.ckpt` + `bert_config.json` + `vocab.txt`
-  (`modeling.checkpoints.model_garden`).
-- `keras_hub`: a KerasHub preset folder (`modeling.checkpoints.keras_hub`): the encoder as
-  `BertBackbone`, a classifier as `BertTextClassifier`, pretraining heads dropped with a warning.
-- `tf_hub` is read only (`modeling.checkpoints.tf_hub`; `export_savedmodel.py` writes TF-Hub style
-  SavedModels).
+  (`model_garden/`).
+- `keras_hub`: a KerasHub preset folder (`keras_hub/`): the encoder as `BertBackbone`, a classifier
+  as `BertTextClassifier`, pretraining heads dropped with a warning.
+- `tf_hub` is read only (`tf_hub/`; `export_savedmodel.py` writes TF-Hub style SavedModels).
 """
 from __future__ import annotations
 
@@ -23,13 +22,13 @@ from modeling.checkpoints.errors import UnsupportedCheckpointError
 from modeling.checkpoints.folder_readers import BERT_CONFIG_FILE, FolderFiles, LoadedModel
 from modeling.checkpoints.formats import (FORMAT_TABLE, FORMATS, HF, KERAS, KERAS_HUB,
                                           MODEL_GARDEN, TF1, TF_HUB, locate)
-from modeling.checkpoints.heads import model_spec, write_model_spec
-from modeling.checkpoints.hf import VOCAB_FILE, check_hf_writable, write_hf_checkpoint
-from modeling.checkpoints.keras_format import save_keras_checkpoint
-from modeling.checkpoints.keras_hub import check_keras_hub_writable, write_keras_hub_preset
-from modeling.checkpoints.model_garden import (check_model_garden_writable,
-                                               write_model_garden_checkpoint)
-from modeling.checkpoints.tf1 import save_tf1_checkpoint
+from modeling.checkpoints.hf.checkpoint import VOCAB_FILE, check_hf_writable, write_hf_checkpoint
+from modeling.checkpoints.keras_format.checkpoint import save_keras_checkpoint
+from modeling.checkpoints.keras_hub.preset import check_keras_hub_writable, write_keras_hub_preset
+from modeling.checkpoints.model_garden.checkpoint import (check_model_garden_writable,
+                                                          write_model_garden_checkpoint)
+from modeling.checkpoints.model_specs import model_spec, write_model_spec
+from modeling.checkpoints.tf1.checkpoint import save_tf1_checkpoint
 from utils.output_files import atomic_output_folder
 
 TF1_PREFIX = "bert_model.ckpt"

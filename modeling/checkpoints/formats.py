@@ -2,16 +2,16 @@
 built model, how a whole folder of it is read.
 
 - `tf1`: Google's original name-based checkpoint (`bert_model.ckpt`), as released and as the
-  original scripts write it (`modeling.checkpoints.tf1`).
+  original scripts write it (`tf1/`).
 - `keras`: this project's object-based checkpoint (`model.ckpt`), written by training runs and by
-  `convert_checkpoint.py --to keras` (`modeling.checkpoints.keras_format`).
-- `hf`: a Hugging Face folder (`config.json` + `model.safetensors`, `modeling.checkpoints.hf`).
+  `convert_checkpoint.py --to keras` (`keras_format/`).
+- `hf`: a Hugging Face folder (`config.json` + `model.safetensors`, `hf/`).
 - `model_garden`: an object-based checkpoint of Model Garden's `BertEncoder` or `BertPretrainerV2`
-  (`modeling.checkpoints.model_garden`).
+  (`model_garden/`).
 - `tf_hub`: a TF-Hub / Kaggle BERT encoder SavedModel, read as data, never loaded
-  (`modeling.checkpoints.tf_hub`).
+  (`tf_hub/`).
 - `keras_hub`: a KerasHub BERT preset folder (`config.json` + `model.weights.h5` + tokenizer), read
-  as data, never loaded (`modeling.checkpoints.keras_hub`).
+  as data, never loaded (`keras_hub/`).
 
 `load_checkpoint` is what `--init_checkpoint` of every script calls; `folders.read_model` builds
 the model a checkpoint folder calls for. Both go through `locate`, which resolves a checkpoint's
@@ -30,13 +30,14 @@ from modeling.checkpoints.folder_readers import (FolderFiles, FoundCheckpoint, L
                                                  read_hf_folder, read_keras_folder,
                                                  read_keras_hub_folder, read_model_garden_folder,
                                                  read_tf1_folder, read_tf_hub_folder)
-from modeling.checkpoints.hf import is_hf_folder, load_hf_checkpoint
-from modeling.checkpoints.keras_format import is_object_based, load_keras_checkpoint
-from modeling.checkpoints.keras_hub import is_keras_hub_folder, load_keras_hub_checkpoint
-from modeling.checkpoints.model_garden import (is_model_garden_checkpoint,
-                                               load_model_garden_checkpoint)
-from modeling.checkpoints.tf1 import load_tf1_checkpoint, open_checkpoint, resolve_checkpoint_prefix
-from modeling.checkpoints.tf_hub import is_tf_hub_folder, load_tf_hub_checkpoint
+from modeling.checkpoints.hf.checkpoint import is_hf_folder, load_hf_checkpoint
+from modeling.checkpoints.keras_format.checkpoint import is_object_based, load_keras_checkpoint
+from modeling.checkpoints.keras_hub.preset import is_keras_hub_folder, load_keras_hub_checkpoint
+from modeling.checkpoints.model_garden.checkpoint import (is_model_garden_checkpoint,
+                                                          load_model_garden_checkpoint)
+from modeling.checkpoints.tf1.checkpoint import (load_tf1_checkpoint, open_checkpoint,
+                                                 resolve_checkpoint_prefix)
+from modeling.checkpoints.tf_hub.saved_model import is_tf_hub_folder, load_tf_hub_checkpoint
 
 TF1, KERAS, HF = "tf1", "keras", "hf"
 MODEL_GARDEN, TF_HUB, KERAS_HUB = "model_garden", "tf_hub", "keras_hub"

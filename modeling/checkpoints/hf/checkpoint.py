@@ -1,7 +1,7 @@
 """Hugging Face BERT folders: config.json, model.safetensors, vocab.txt, tokenizer_config.json.
 
 Reading and writing need `safetensors` and numpy only, not torch. The parameters go through the
-name table of `modeling.checkpoints.hf_names`; the head follows the weights present (the config's
+name table of `modeling.checkpoints.hf.names`; the head follows the weights present (the config's
 `architectures` only tells sequence from token classification, which share their names). Reading
 is strict: parameters with no place in this project's models, untied decoder weights or a
 configuration this project does not compute (another `model_type`, LayerNorm epsilon, position
@@ -20,14 +20,15 @@ from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save_file
 
 from modeling.checkpoints.errors import CheckpointMismatchError, UnsupportedCheckpointError
-from modeling.checkpoints.heads import ModelSpec, ReadCheckpoint, detect_model_spec, model_spec
-from modeling.checkpoints.hf_config import (ARCHITECTURES, bert_config_from_hf, hf_config_from_bert,
+from modeling.checkpoints.hf.config import (ARCHITECTURES, bert_config_from_hf, hf_config_from_bert,
                                             hf_tokenizer_config, labels_from_hf)
-from modeling.checkpoints.hf_names import (BASE_PREFIX, ENCODER_ONLY, HF_BUFFERS,
+from modeling.checkpoints.hf.names import (BASE_PREFIX, ENCODER_ONLY, HF_BUFFERS,
                                            HF_LEGACY_SUFFIXES, HF_TIED, from_hf_arrays,
                                            to_hf_arrays)
+from modeling.checkpoints.model_specs import (ModelSpec, ReadCheckpoint, detect_model_spec,
+                                              model_spec)
 from modeling.checkpoints.names import tf1_name_map
-from modeling.checkpoints.tf1 import assign_tf1_values
+from modeling.checkpoints.tf1.checkpoint import assign_tf1_values
 from utils.json_files import read_json_object
 
 HF_CONFIG_FILE = "config.json"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from modeling.encoder import ENCODER_INPUTS, INPUT_MASK
+from modeling.models.encoder import ENCODER_INPUTS, INPUT_MASK
 
 # How a sentence vector is made from the encoder's outputs:
 #   cls: the last layer at [CLS]; pooler: the pooler output (tanh(dense([CLS])), what the
@@ -25,7 +25,7 @@ def pool(sequence_output: tf.Tensor, pooled_output: tf.Tensor, input_mask: tf.Te
         return sequence_output[:, 0]
     if pooling == "pooler":
         return tf.cast(pooled_output, tf.float32)
-    # expand_dims rather than [..., tf.newaxis]: LiteRT runs it (modeling/attention.py).
+    # expand_dims rather than [..., tf.newaxis]: LiteRT runs it (modeling/layers/attention.py).
     mask = tf.expand_dims(tf.cast(input_mask, tf.float32), -1)         # [B, T, 1]
     if pooling == "mean":
         # sentence-transformers: sum over real tokens / max(count, 1e-9).

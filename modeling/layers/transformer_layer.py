@@ -2,11 +2,11 @@
 import keras
 import tensorflow as tf
 
-from modeling.activations import get_activation
-from modeling.attention import SelfAttention
-from modeling.dropout import Dropout
-from modeling.initializers import weight_initializer
-from modeling.layer_norm import LayerNorm
+from modeling.layers.activations import get_activation
+from modeling.layers.attention import SelfAttention
+from modeling.layers.dropout import Dropout
+from modeling.layers.initializers import weight_initializer
+from modeling.layers.layer_norm import LayerNorm
 
 
 class TransformerLayer(keras.layers.Layer):
@@ -60,7 +60,7 @@ class TransformerLayer(keras.layers.Layer):
             hidden_states: float [B, T, H] output of the previous layer (or the embeddings), or
                 the batch's packed rows [R, H] when `layout` is given.
             attention_mask: float32 [B, 1, 1, T] additive mask (0 real, -10000 padding).
-            layout: the batch's packing (`modeling.packing.TokenPacking`), or None.
+            layout: the batch's packing (`modeling.layers.packing.TokenPacking`), or None.
             queries: with `layout`, float [B, Q, H]: the previous layer's outputs at the only
                 positions of each sequence whose outputs are computed; None for all.
 

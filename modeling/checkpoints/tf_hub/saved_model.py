@@ -2,7 +2,7 @@
 
 A TF-Hub BERT encoder (`bert_en_uncased_L-12_H-768_A-12`, the small BERTs) is Model Garden's
 `BertEncoder` exported by `official/nlp/tools/export_tfhub_lib.py`: its variables by their Keras
-names (the rows of `modeling.checkpoints.model_garden_names`), its config in `keras_metadata.pb`,
+names (the rows of `modeling.checkpoints.model_garden.names`), its config in `keras_metadata.pb`,
 the tokenizer's casing in a `do_lower_case` variable and, exported `with_mlm`, a masked-LM head
 under an `mlm` object over the same encoder.
 
@@ -26,11 +26,12 @@ from tensorflow.core.protobuf import (saved_model_pb2, saved_object_graph_pb2,
 from tensorflow.python.keras.protobuf import saved_metadata_pb2
 
 from modeling.checkpoints.errors import CorruptCheckpointError, UnsupportedCheckpointError
-from modeling.checkpoints.model_garden import OBJECT_GRAPH_KEY, check_activation
-from modeling.checkpoints.model_garden_config import KERAS_ACTIVATIONS, bert_config_from_keras
-from modeling.checkpoints.model_garden_names import (HUB_MASKED_LM_NAMES, encoder_rows,
+from modeling.checkpoints.model_garden.checkpoint import OBJECT_GRAPH_KEY, check_activation
+from modeling.checkpoints.model_garden.config import KERAS_ACTIVATIONS, bert_config_from_keras
+from modeling.checkpoints.model_garden.names import (HUB_MASKED_LM_NAMES, encoder_rows,
                                                      to_original)
-from modeling.checkpoints.tf1 import assign_tf1_values, open_checkpoint, readable_checkpoint
+from modeling.checkpoints.tf1.checkpoint import (assign_tf1_values, open_checkpoint,
+                                                 readable_checkpoint)
 from modeling.config import BertConfig
 
 SAVED_MODEL_FILE = "saved_model.pb"

@@ -5,11 +5,11 @@ An object-based checkpoint of Model Garden's (`tensorflow/models`, `official/nlp
 as `tf.train.Checkpoint(encoder=...)` (or the legacy `model=`) writes it, or of a
 `BertPretrainerV2` as training writes it (`model/encoder_network`, `model/masked_lm`,
 `model/classification_heads/0` = the next-sentence head). Its config is the `params.yaml` beside
-it (`modeling.checkpoints.model_garden_config`) or a `bert_config.json`. (TF-Hub SavedModels
-exported from Model Garden are read by `modeling.checkpoints.tf_hub`.)
+it (`modeling.checkpoints.model_garden.config`) or a `bert_config.json`. (TF-Hub SavedModels
+exported from Model Garden are read by `modeling.checkpoints.tf_hub.saved_model`.)
 
 It maps onto the original TF1 names (`modeling.checkpoints.names`, through the rows of
-`modeling.checkpoints.model_garden_names`) and goes through the strict assignment: every variable
+`modeling.checkpoints.model_garden.names`) and goes through the strict assignment: every variable
 mapped exactly once, shapes checked, what is missing or left over named. The next-sentence head
 has its own pooler, which is written as a copy of the encoder's (the original has one pooler), and
 a next-sentence head read with a pooler of its own is left out (the encoder and its masked-LM head
@@ -26,14 +26,14 @@ from tensorflow.core.protobuf import trackable_object_graph_pb2
 import yaml
 
 from modeling.checkpoints.errors import CheckpointMismatchError, UnsupportedCheckpointError
-from modeling.checkpoints.model_garden_config import (PARAMS_FILE, bert_config_from_params,
+from modeling.checkpoints.model_garden.config import (PARAMS_FILE, bert_config_from_params,
                                                       check_masked_lm_activation,
                                                       params_from_bert_config, read_params)
-from modeling.checkpoints.model_garden_names import (MASKED_LM_ROWS, NEXT_SENTENCE_ROWS,
+from modeling.checkpoints.model_garden.names import (MASKED_LM_ROWS, NEXT_SENTENCE_ROWS,
                                                      POOLER_ROWS, encoder_rows, to_model_garden,
                                                      to_original)
 from modeling.checkpoints.names import tf1_name_map
-from modeling.checkpoints.tf1 import assign_tf1_values
+from modeling.checkpoints.tf1.checkpoint import assign_tf1_values
 from modeling.config import BertConfig
 
 OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"

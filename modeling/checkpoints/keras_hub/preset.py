@@ -3,10 +3,10 @@
 (+ `preprocessor.json`), as KerasHub 0.32's `save_to_preset` writes them and its `from_preset`
 loads them.
 
-A preset is read as data: its JSON files as JSON (`keras_hub_config`), its weights with h5py
-(`keras_hub_weights`), never through `keras_hub` nor by deserializing the Keras objects its files
+A preset is read as data: its JSON files as JSON (`keras_hub.config`), its weights with h5py
+(`keras_hub.weights`), never through `keras_hub` nor by deserializing the Keras objects its files
 describe (a config can name any class). The weights go through the name table of
-`keras_hub_names` and the strict assignment: every variable mapped once, shapes checked, what is
+`keras_hub.names` and the strict assignment: every variable mapped once, shapes checked, what is
 left over named. Where the models differ:
 
 - The encoder is KerasHub's `BertBackbone`, variable for variable; it computes what the original
@@ -34,21 +34,21 @@ import keras
 import numpy as np
 
 from modeling.checkpoints.errors import CheckpointMismatchError, UnsupportedCheckpointError
-from modeling.checkpoints.heads import ModelSpec, ReadCheckpoint, model_spec
-from modeling.checkpoints.keras_hub_config import (CLASSIFIER, HIDDEN_ACT, MASKED_LM,
+from modeling.checkpoints.keras_hub.config import (CLASSIFIER, HIDDEN_ACT, MASKED_LM,
                                                    backbone_config, bert_config_from_backbone,
                                                    check_activation, classifier_preprocessor,
                                                    classifier_task, do_lower_case_from_tokenizer,
                                                    metadata, task_head, tokenizer_config)
-from modeling.checkpoints.keras_hub_names import (CLASSIFIER_GROUPS, CLASSIFIER_OPTIMIZER_VALUES,
+from modeling.checkpoints.keras_hub.names import (CLASSIFIER_GROUPS, CLASSIFIER_OPTIMIZER_VALUES,
                                                   MASKED_LM_HEAD_GROUP, OPTIMIZER_GROUP,
                                                   backbone_groups, classifier_rows, encoder_rows)
-from modeling.checkpoints.keras_hub_weights import (WeightsFile, read_weights_file,
+from modeling.checkpoints.keras_hub.weights import (WeightsFile, read_weights_file,
                                                     write_weights_file)
-from modeling.checkpoints.model_garden_names import (HEADS_BIAS, HEADS_IN, HEADS_OUT, TRANSPOSE,
+from modeling.checkpoints.model_garden.names import (HEADS_BIAS, HEADS_IN, HEADS_OUT, TRANSPOSE,
                                                      to_model_garden, to_original)
+from modeling.checkpoints.model_specs import ModelSpec, ReadCheckpoint, model_spec
 from modeling.checkpoints.names import tf1_name_map
-from modeling.checkpoints.tf1 import assign_tf1_values
+from modeling.checkpoints.tf1.checkpoint import assign_tf1_values
 from utils.json_files import read_json_object
 
 CONFIG_FILE, WEIGHTS_FILE = "config.json", "model.weights.h5"

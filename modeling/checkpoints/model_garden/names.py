@@ -4,7 +4,8 @@ Data, not code: each row pairs an original variable name with its object path in
 checkpoint (below the encoder or head root), its variable name in a TF-Hub SavedModel exported by
 Model Garden, and how the array is reshaped on the way. Attention kernels are per head in Model
 Garden ([H, N, H/N]) and flat ([H, H]) in the original; the next-sentence kernel is transposed.
-Both readers, `model_garden` (checkpoints) and `tf_hub` (SavedModels), read through it.
+Both readers, `model_garden.checkpoint` (checkpoints) and `tf_hub.saved_model` (SavedModels),
+read through it.
 """
 from __future__ import annotations
 

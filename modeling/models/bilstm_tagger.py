@@ -7,7 +7,7 @@ bidirectional LSTM and a linear classifier over the tags.
 import keras
 import tensorflow as tf
 
-from modeling.heads import OutputProjection
+from modeling.layers.output_heads import OutputProjection
 
 
 class BiLstmTagger(keras.Model):

@@ -12,9 +12,9 @@ import tensorflow as tf
 
 from modeling.checkpoints.errors import (CheckpointMismatchError, CorruptCheckpointError,
                                          UnsupportedCheckpointError)
-from modeling.checkpoints.heads import ENCODER, ModelSpec
-from modeling.checkpoints.tf1 import open_checkpoint, readable_checkpoint
-from modeling.encoder import BertEncoder
+from modeling.checkpoints.model_specs import ENCODER, ModelSpec
+from modeling.checkpoints.tf1.checkpoint import open_checkpoint, readable_checkpoint
+from modeling.models.encoder import BertEncoder
 
 OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 # Where a variable of the model lives in a keras checkpoint's object graph.

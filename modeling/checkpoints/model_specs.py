@@ -21,10 +21,10 @@ import keras
 from modeling.checkpoints.errors import UnsupportedCheckpointError
 from modeling.checkpoints.names import ENCODER_TABLE, HEAD_TABLE, is_optimizer_state
 from modeling.config import BertConfig
-from modeling.encoder import BertEncoder
-from modeling.pretrainer import BertMaskedLM, BertPretrainer
-from modeling.task_models import (BertClassifier, BertMultipleChoice, BertSpanLabeler,
-                                  BertTokenClassifier)
+from modeling.models.encoder import BertEncoder
+from modeling.models.pretrainer import BertMaskedLM, BertPretrainer
+from modeling.models.task_models import (BertClassifier, BertMultipleChoice, BertSpanLabeler,
+                                         BertTokenClassifier)
 from utils.output_files import write_text_atomically
 
 ENCODER = "encoder"

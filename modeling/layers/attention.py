@@ -4,12 +4,12 @@ import math
 import keras
 import tensorflow as tf
 
-from modeling import packing
-from modeling.dropout import Dropout
-from modeling.initializers import weight_initializer
+from modeling.layers.dropout import Dropout
+from modeling.layers.initializers import weight_initializer
+from modeling.layers import packing
 
 # Shapes: B batch, T sequence length (from = to = T in self-attention), N heads, D head size,
-# H = N * D hidden size, R packed rows (the batch's real tokens, `modeling.packing`).
+# H = N * D hidden size, R packed rows (the batch's real tokens, `modeling.layers.packing`).
 
 
 class SelfAttention(keras.layers.Layer):
@@ -81,7 +81,7 @@ class SelfAttention(keras.layers.Layer):
             hidden_states: float [B, T, H], or the batch's packed rows [R, H] (`layout`).
             attention_mask: float [B, 1, 1, T], 0 for real tokens and -10000 for padding.
             layout: for packed rows, the batch's packing: `token_index` int32 [R] and where
-                attention places each row (`modeling.packing.attention_layout`); None for
+                attention places each row (`modeling.layers.packing.attention_layout`); None for
                 [B, T, H] states.
             queries: with packed rows, float [B, Q, H]: the states of some positions of each
                 sequence, the only ones attention is computed for (the keys and values are every
@@ -105,7 +105,7 @@ class SelfAttention(keras.layers.Layer):
 
     def _attend_packed(self, rows, layout, training):
         """Packed rows [R, H] -> their context vectors [R, H], attention run per group of rows
-        (`modeling.packing.attention_layout`)."""
+        (`modeling.layers.packing.attention_layout`)."""
         shapes = [tf.stack([size, length, 3, self.num_heads, self.head_size])
                   for size, length in layout["group_shapes"]]               # G x [5]
         slots = packing.scatter_rows(self._query_key_value(rows), layout["slot_index"],

@@ -2,13 +2,13 @@
 import keras
 import tensorflow as tf
 
-from modeling.attention import AttentionMask
 from modeling.config import BertConfig
-from modeling.embeddings import BertEmbeddings
-from modeling.initializers import weight_initializer
-from modeling import packing
-from modeling.packing import TokenPacking, TokenUnpacking
-from modeling.transformer_layer import TransformerLayer
+from modeling.layers.attention import AttentionMask
+from modeling.layers.embeddings import BertEmbeddings
+from modeling.layers.initializers import weight_initializer
+from modeling.layers import packing
+from modeling.layers.packing import TokenPacking, TokenUnpacking
+from modeling.layers.transformer_layer import TransformerLayer
 
 # The encoder's input keys, which are the TFRecord feature keys (data/tfrecord_schema.py).
 ENCODER_INPUTS = ("input_ids", "input_mask", "segment_ids")
@@ -48,7 +48,7 @@ class BertEncoder(keras.Model):
     embedding lookup, which computes the same numbers.
 
     `packed` (the default) computes the real tokens only (`input_mask` nonzero): every layer but
-    attention's per-sequence products runs on their [R, H] matrix (`modeling.packing`). The
+    attention's per-sequence products runs on their [R, H] matrix (`modeling.layers.packing`). The
     outputs at real tokens are the padded computation's, to float32 round-off; at padding they are
     zeros (the original computes values there that nothing real depends on). `packed=False`
     computes every position as the original does, for outputs that read padding (the original
@@ -82,7 +82,7 @@ class BertEncoder(keras.Model):
         self.embeddings = embeddings
 
     def call(self, inputs, training=None, mask=None):
-        """The functional graph; packed under XLA, once per bucket of rows (`modeling.packing`)."""
+        """The functional graph; packed under XLA, once per bucket of rows (`layers.packing`)."""
         def forward():
             return super(BertEncoder, self).call(inputs, training=training, mask=mask)
         return packing.by_bucket(forward, inputs[INPUT_MASK]) if self.packed else forward()

@@ -1,17 +1,17 @@
 """Hugging Face `config.json` / `tokenizer_config.json` <-> this project's `BertConfig` and head.
 
 The eleven `bert_config.json` keys keep their names in a Hugging Face BERT config; `hidden_act`
-goes through the activation table of `modeling.checkpoints.hf_names` so that the formula, not the word,
-survives. Settings this project does not compute (another `model_type`, a LayerNorm epsilon other
-than the original's 1e-12, relative position embeddings, decoder use) are refused.
+goes through the activation table of `modeling.checkpoints.hf.names` so that the formula, not the
+word, survives. Settings this project does not compute (another `model_type`, a LayerNorm epsilon
+other than the original's 1e-12, relative position embeddings, decoder use) are refused.
 """
 from __future__ import annotations
 
 from typing import Any
 
 from modeling.checkpoints.errors import UnsupportedCheckpointError
-from modeling.checkpoints.heads import ModelSpec
-from modeling.checkpoints.hf_names import ACTIVATIONS_FROM_HF, ACTIVATIONS_TO_HF, ENCODER_ONLY
+from modeling.checkpoints.hf.names import ACTIVATIONS_FROM_HF, ACTIVATIONS_TO_HF, ENCODER_ONLY
+from modeling.checkpoints.model_specs import ModelSpec
 from modeling.config import RELEASE_EXTRA_KEYS, BertConfig
 
 # The Hugging Face class written for each head this project can write there.

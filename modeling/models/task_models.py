@@ -2,10 +2,10 @@
 import keras
 import tensorflow as tf
 
-from modeling import packing
 from modeling.config import BertConfig
-from modeling.encoder import ENCODER_INPUTS, BertEncoder
-from modeling.heads import OutputProjection
+from modeling.layers.output_heads import OutputProjection
+from modeling.layers import packing
+from modeling.models.encoder import ENCODER_INPUTS, BertEncoder
 
 
 class _TaskModel(keras.Model):

@@ -3,10 +3,10 @@
 import keras
 import tensorflow as tf
 
+from modeling.layers.output_heads import MaskedLMHead, OutputProjection
 from modeling import losses
 from modeling.config import BertConfig
-from modeling.encoder import BertEncoder
-from modeling.heads import MaskedLMHead, OutputProjection
+from modeling.models.encoder import BertEncoder
 
 
 class BertPretrainer(keras.Model):

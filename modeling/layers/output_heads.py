@@ -2,9 +2,9 @@
 import keras
 import tensorflow as tf
 
-from modeling.activations import get_activation
-from modeling.initializers import weight_initializer
-from modeling.layer_norm import LayerNorm
+from modeling.layers.activations import get_activation
+from modeling.layers.initializers import weight_initializer
+from modeling.layers.layer_norm import LayerNorm
 
 
 class OutputProjection(keras.layers.Layer):

@@ -2,10 +2,10 @@
 import keras
 import tensorflow as tf
 
-from modeling import packing
-from modeling.dropout import Dropout
-from modeling.initializers import weight_initializer
-from modeling.layer_norm import LayerNorm
+from modeling.layers.dropout import Dropout
+from modeling.layers.initializers import weight_initializer
+from modeling.layers.layer_norm import LayerNorm
+from modeling.layers import packing
 
 
 class BertEmbeddings(keras.layers.Layer):
@@ -48,7 +48,7 @@ class BertEmbeddings(keras.layers.Layer):
         Args:
             input_ids: int32 [B, T] WordPiece ids.
             segment_ids: int32 [B, T] sentence A (0) / B (1) ids.
-            token_index: int32 [R], the batch's packing (`modeling.packing.pack`), or None.
+            token_index: int32 [R], the batch's packing (`modeling.layers.packing.pack`), or None.
 
         Returns:
             float [B, T, H] embedding output (after LayerNorm and dropout); with `token_index`,

@@ -6,7 +6,7 @@ carrying its layer's name as the attribute `name`. Each row pairs an original va
 the group that holds it in `model.weights.h5` (the `BertBackbone`) or `task.weights.h5` (a task's
 own layers), the variable's index in that group, and how the array is reshaped on the way:
 KerasHub's attention kernels are per head ([H, N, H/N]), as Model Garden's, so the reshapes are
-those of `modeling.checkpoints.model_garden_names`. In a template `{i}` stands for the Transformer
+those of `modeling.checkpoints.model_garden.names`. In a template `{i}` stands for the Transformer
 layer index and `{_i}` for the suffix Keras gives the i-th layer of a class ("", "_1", "_2", ...).
 
 The group tables list every group that Keras writes for KerasHub 0.32's models, the layers without
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from modeling.checkpoints.model_garden_names import (HEADS_BIAS, HEADS_IN, HEADS_OUT, SAME,
+from modeling.checkpoints.model_garden.names import (HEADS_BIAS, HEADS_IN, HEADS_OUT, SAME,
                                                      TRANSPOSE)
 from modeling.checkpoints.names import ENCODER_TABLE, HEAD_TABLE
 
@@ -104,7 +104,7 @@ CLASSIFIER_OPTIMIZER_VALUES = {"optimizer/vars/0": np.int64(0),
                                "optimizer/vars/1": np.float32(5e-5)}
 # Groups of a task's weights file that hold no model weights.
 OPTIMIZER_GROUP = "optimizer"
-# BertMaskedLM's head in task.weights.h5: recognised, never carried (`keras_hub` says why).
+# BertMaskedLM's head in task.weights.h5: recognised, never carried (`preset` says why).
 MASKED_LM_HEAD_GROUP = "layers/masked_lm_head"
 
 

@@ -1,0 +1,1 @@
+"""Hugging Face BERT folders (`config.json` + `model.safetensors`)."""

@@ -1,0 +1,1 @@
+"""The `keras` format: this project's TF2 object-based checkpoints (`model.ckpt`)."""

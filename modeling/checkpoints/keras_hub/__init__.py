@@ -1,0 +1,1 @@
+"""KerasHub BERT presets, read and written as data."""

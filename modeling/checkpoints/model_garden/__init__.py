@@ -1,0 +1,1 @@
+"""Model Garden's TF2-era object-based BERT checkpoints."""

@@ -1,0 +1,1 @@
+"""TF-Hub / Kaggle BERT encoder SavedModels, read as data."""
