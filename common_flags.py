@@ -13,8 +13,8 @@ import tensorflow as tf
 from data import tokenization
 from modeling import checkpoints
 from modeling.config import BertConfig
+from running.batching import Batching
 from tasks.runner import ROLES, roles_of
-from training.batching import Batching
 from training.distribution import get_strategy
 from training.optimizer import create_optimizer
 from training.precision import needs_loss_scaling, set_dtype_policy
@@ -208,7 +208,7 @@ def define_training_flags():
                       "Compute precision; mixed_float16 uses dynamic loss scaling.")
     flags.DEFINE_bool("use_xla", None, "Compile the training step's forward and backward pass "
                       "with XLA; --nouse_xla never. Default: on GPUs and TPUs, off on "
-                      "CPUs (training/xla_choice.py).")
+                      "CPUs (running/xla_choice.py).")
     flags.DEFINE_enum("optimizer", "adamw", ["adamw", "adamw_bias_corrected", "lamb"],
                       "adamw: the original's AdamWeightDecay, exactly (no bias correction); "
                       "adamw_bias_corrected: Adam with bias correction and decoupled weight decay, "

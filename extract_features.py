@@ -14,8 +14,8 @@ from data import features as model_inputs
 from data.feature_extraction import format_output_line, parse_layer_indexes, read_lines
 from modeling import checkpoints
 from modeling.models.encoder import BertEncoder
-from training import prediction
-from training.batching import ArrayExamples
+from running.batching import ArrayExamples
+from running import prediction
 from utils.output_files import AtomicFile
 from utils.progress import Progress
 

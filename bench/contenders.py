@@ -52,7 +52,7 @@ def bert_config(model: ModelSize):
 
 class ThisProject:
     """This repository's `BertEncoder` / `BertPretrainer`, the training step of its `Trainer`
-    fed by its TFRecord input pipeline, XLA on or off as `training.xla_choice` picks (for the
+    fed by its TFRecord input pipeline, XLA on or off as `running.xla_choice` picks (for the
     forward pass by the call's size too), or as `jit_compile` forces it (the subclasses below,
     which measure that choice)."""
 
@@ -66,7 +66,7 @@ class ThisProject:
         import keras
         import tensorflow as tf
         from modeling.models.encoder import ENCODER_INPUTS, BertEncoder
-        from training.xla_choice import prefers_xla
+        from running.xla_choice import prefers_xla
         keras.mixed_precision.set_dtype_policy(
             "mixed_bfloat16" if case.dtype == "bfloat16" else "float32")
         config = bert_config(case.model)

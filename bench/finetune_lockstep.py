@@ -62,7 +62,7 @@ def train_ours(hf_dir: str, task, head: tuple[np.ndarray, np.ndarray],
     from modeling import checkpoints
     from modeling.checkpoints.hf.config import bert_config_from_hf
     from tasks.classifier import Settings, fine_tuning_task
-    from training.batching import ArrayExamples
+    from running.batching import ArrayExamples
     from training.fine_tuning import warmup_steps
     from training.optimizer import create_optimizer
     from training.step_log import STEP_LOG_FILE

@@ -3,7 +3,7 @@ its wall time, its useful-token MFU, and (`--memory`) its peak resident memory.
 
 The step is `run_classifier.py`'s: a `BertClassifier`, the original's optimizer (AdamWeightDecay
 with global-norm clipping), `training.trainer.Trainer`'s step on batches of 32 of the task's
-in-memory features, each cut to its longest sequence (`training.batching.ArrayExamples`), and
+in-memory features, each cut to its longest sequence (`running.batching.ArrayExamples`), and
 Grappler off, as the training loop runs float32 on CPU. The weights are drawn at random: the time
 does not depend on them. A case is `model/data`: model `bert_base` (BERT-Base, tanh GELU) or
 `minilm` (all-MiniLM-L6-v2's sizes, 6 layers, H=384, erf GELU); data `full` (32 x 128, every row
@@ -81,7 +81,7 @@ def case_arrays(data: str, glue_dir: str, vocab_file: str):
 
 
 def _batching(data: str):
-    from training.batching import Batching
+    from running.batching import Batching
     return Batching(group_by_length=data.endswith("_by_length"))
 
 
@@ -93,7 +93,7 @@ def build_step(model_name: str, task, arrays: dict, packed: bool, output_dir: st
     from modeling.config import BertConfig
     from modeling.models.task_models import BertClassifier
     from tasks import classifier
-    from training.batching import ArrayExamples, Batching
+    from running.batching import ArrayExamples, Batching
     from training.optimizer import create_optimizer
     from training.trainer import Trainer, TrainingConfig
     size, hidden_act, heads = MODELS[model_name]
@@ -117,7 +117,7 @@ def build_step(model_name: str, task, arrays: dict, packed: bool, output_dir: st
 def host_batches(arrays: dict, count: int, batching=None) -> list[dict[str, np.ndarray]]:
     """The first `count` training batches `build_step` feeds, as numpy arrays."""
     import tensorflow as tf
-    from training.batching import ArrayExamples, Batching
+    from running.batching import ArrayExamples, Batching
     dataset_fn = ArrayExamples(arrays, batching=batching or Batching()).training_dataset_fn(
         BATCH, seed=1)
     batches = iter(dataset_fn(tf.distribute.InputContext()))

@@ -1,4 +1,4 @@
-"""The task layer: one module per task, above `data/`, `modeling/` and `training/`.
+"""The task layer: one module per task, above `data/`, `modeling/`, `running/` and `training/`.
 
 Each module owns its task end to end: how examples become features, the model with its head and
 loss (`training.fine_tuning.FineTuningTask`), and how the model's outputs become answers and

@@ -31,10 +31,10 @@ from data.classifier.predictions import (prediction_records, write_confusion_mat
 from modeling import losses
 from modeling.config import BertConfig
 from modeling.models.task_models import BertClassifier
+from running.batching import ArrayExamples, Batching
 from tasks.text_model import (LABEL_FILE, TextModel, read_fine_tuned, saved_labels,
                               write_labels)
 from training import fine_tuning
-from training.batching import ArrayExamples, Batching
 from training.evaluation import write_eval_summaries
 from training.periodic_evaluation import EvaluationPlan
 from utils.output_files import write_eval_results, written_together

@@ -16,8 +16,8 @@ from data import features as model_inputs
 from modeling import checkpoints
 from modeling.models.encoder import encoder_of
 from modeling.models.text_models import POOLINGS, SentenceEncoder
+from running.batching import Batching
 from tasks.text_model import TextModel, checked_lower_case
-from training.batching import Batching
 from utils.json_files import read_json_object
 
 __all__ = ["POOLINGS", "SentenceEmbedder", "SentenceTransformersConfig",

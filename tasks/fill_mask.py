@@ -13,8 +13,8 @@ import numpy as np
 from data import features as model_inputs, tokenization
 from modeling import checkpoints
 from modeling.models.text_models import MaskedTokenPredictor
+from running.batching import Batching
 from tasks.text_model import TextModel, checked_lower_case
-from training.batching import Batching
 
 MASK = tokenization.MASK
 

@@ -25,11 +25,11 @@ from data.ner import conll, features as ner_features, metrics
 from modeling import losses
 from modeling.config import BertConfig
 from modeling.models.task_models import BertTokenClassifier
+from running.batching import FIXED, ArrayExamples, Batching
 from tasks import ner_feature_based as feature_based
 from tasks.text_model import (LABEL_FILE, TextModel, model_folder, read_fine_tuned,
                               saved_labels, write_labels)
 from training import fine_tuning
-from training.batching import FIXED, ArrayExamples, Batching
 from training.periodic_evaluation import EvaluationPlan
 from utils.output_files import write_eval_results, written_together
 

@@ -23,9 +23,10 @@ from modeling.config import BertConfig
 from modeling.models.bilstm_tagger import BiLstmTagger
 from modeling.models.encoder import BertEncoder
 from modeling.models.task_models import ENCODER_INPUTS
-from training import fine_tuning, prediction
+from running.batching import ArrayExamples, Batching, HostExamples
+from running import prediction
+from training import fine_tuning
 from training.trainer import LossFn
-from training.batching import ArrayExamples, Batching, HostExamples
 
 
 @dataclasses.dataclass(frozen=True)

@@ -30,9 +30,9 @@ from data.squad.predictions import (RawResult, SquadPredictions, compute_predict
 from modeling import losses
 from modeling.config import BertConfig
 from modeling.models.task_models import BertSpanLabeler
+from running.batching import FIXED, ArrayExamples, Batching
 from tasks.text_model import TextModel, parsed, parts, read_fine_tuned
 from training import fine_tuning
-from training.batching import FIXED, ArrayExamples, Batching
 from training.periodic_evaluation import EvaluationPlan
 from utils.output_files import written_together
 from utils.progress import Progress

@@ -23,9 +23,9 @@ from data.swag import examples as swag
 from modeling import losses
 from modeling.config import BertConfig
 from modeling.models.task_models import BertMultipleChoice
+from running.batching import FIXED, ArrayExamples, Batching
 from tasks.text_model import TextModel, parsed, parts, read_fine_tuned
 from training import fine_tuning
-from training.batching import FIXED, ArrayExamples, Batching
 from training.periodic_evaluation import EvaluationPlan
 from utils.output_files import write_eval_results, written_together
 

@@ -1,6 +1,6 @@
 """What every task's Python API for new text shares: a model read from any checkpoint format with
 its tokenizer, texts turned into features (long ones truncated and counted), and batched
-prediction in the input's order (`training.prediction`)."""
+prediction in the input's order (`running.prediction`)."""
 from __future__ import annotations
 
 import os
@@ -13,8 +13,8 @@ import numpy as np
 from data import tokenization
 from data.features import EncodedSequence, text_sequence
 from modeling import checkpoints
-from training import prediction
-from training.batching import ArrayExamples, Batching
+from running import prediction
+from running.batching import ArrayExamples, Batching
 from utils.output_files import write_text_atomically
 
 # The fine-tuned model a fine-tuning script writes into its --output_dir.

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from training.batching import (FIXED, XLA_LENGTHS, ArrayExamples, Batching, HostExamples,
-                               sequence_lengths)
+from running.batching import (FIXED, XLA_LENGTHS, ArrayExamples, Batching, HostExamples,
+                              sequence_lengths)
 
 
 def _arrays(num_examples: int = 10) -> dict[str, np.ndarray]:

@@ -11,8 +11,9 @@ import tensorflow as tf
 from modeling import losses
 from modeling.config import BertConfig
 from modeling.models.task_models import BertClassifier
-from training import fine_tuning, prediction, xla_choice
-from training.batching import FIXED, ArrayExamples, Batching
+from running.batching import FIXED, ArrayExamples, Batching
+from running import prediction, xla_choice
+from training import fine_tuning
 from training.optimizer import create_optimizer
 from training.trainer import TrainingConfig
 

@@ -6,17 +6,20 @@ import pytest
 
 from tests.conftest import REPO_ROOT
 
-PROJECT = ("utils", "data", "modeling", "training", "tasks", "serving", "synthetic", "selection")
+PROJECT = ("utils", "data", "modeling", "running", "training", "tasks", "serving", "synthetic",
+           "selection")
 # What each package may import besides itself (scripts, bench/ and tests/ never).
 ALLOWED = {
     "utils": set(),
     "data": {"utils"},
     "modeling": {"utils"},
-    "training": {"modeling", "utils"},
-    # One module per task, above the three it connects.
-    "tasks": {"data", "modeling", "training", "utils"},
+    # Batching and prediction, shared by training and the tasks.
+    "running": {"modeling", "utils"},
+    "training": {"modeling", "running", "utils"},
+    # One module per task, above the four it connects.
+    "tasks": {"data", "modeling", "running", "training", "utils"},
     # Serving exports the tasks' models with tokenization in the graph.
-    "serving": {"tasks", "data", "modeling", "utils"},
+    "serving": {"tasks", "data", "modeling", "running", "utils"},
     "synthetic": {"data", "utils"},
     # The grid of fine-tuning runs select_fine_tuning.py runs, above the classifier task.
     "selection": {"tasks", "data", "utils"},

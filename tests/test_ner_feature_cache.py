@@ -1,5 +1,5 @@
 """Tests of the cached per-word encoder features: values, cache reuse, padded batches, and their
-training dataset and prediction through `training.batching.HostExamples`."""
+training dataset and prediction through `running.batching.HostExamples`."""
 import os
 
 import keras
@@ -11,8 +11,8 @@ from modeling.config import BertConfig
 from data.ner import feature_cache
 from modeling.models.bilstm_tagger import BiLstmTagger
 from modeling.models.encoder import BertEncoder
-from training import prediction
-from training.batching import HostExamples
+from running.batching import HostExamples
+from running import prediction
 
 _CONFIG = BertConfig(vocab_size=20, hidden_size=8, num_hidden_layers=3, num_attention_heads=2,
                      intermediate_size=16, max_position_embeddings=16, type_vocab_size=2)

@@ -466,8 +466,8 @@ def _train_tiny_classifier(output_dir, steps, total_steps=8):
     from modeling import losses
     from modeling.config import BertConfig
     from modeling.models.task_models import BertClassifier
+    from running.batching import ArrayExamples
     from training import trainer
-    from training.batching import ArrayExamples
 
     keras.utils.set_random_seed(7)
     config = BertConfig(vocab_size=30, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,

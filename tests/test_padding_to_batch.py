@@ -11,9 +11,10 @@ import tensorflow as tf
 
 from modeling import checkpoints, losses
 from modeling.models.task_models import BertClassifier, BertSpanLabeler
+from running.batching import FIXED, ArrayExamples, Batching
+from running import prediction
 from tests.modeling_fixtures import golden, tiny_config, tiny_dir
-from training import fine_tuning, prediction
-from training.batching import FIXED, ArrayExamples, Batching
+from training import fine_tuning
 from training.optimizer import create_optimizer
 from training.step_log import STEP_LOG_FILE
 from training.trainer import TrainingConfig

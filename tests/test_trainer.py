@@ -11,8 +11,8 @@ import tensorflow as tf
 from modeling import losses
 from modeling.config import BertConfig
 from modeling.models.task_models import BertClassifier, BertSpanLabeler
+from running.batching import ArrayExamples
 from training import trainer
-from training.batching import ArrayExamples
 from training.checkpointing import CheckpointWriteError
 from training.optimizer import create_optimizer
 from training.step_log import STEP_LOG_FILE

@@ -2,7 +2,7 @@
 import pytest
 import tensorflow as tf
 
-from training import xla_choice
+from running import xla_choice
 
 
 @pytest.fixture(autouse=True)

@@ -12,7 +12,7 @@ the same way for all:
   (`training.periodic_evaluation`: the best model kept, training stopped early if asked); the
   chief saves the fine-tuned model at the optimizer's step.
 - `restore`: the fine-tuned model, head included, to evaluate or predict without training.
-- `predict`: batched prediction over in-memory features, in order (`training.prediction`).
+- `predict`: batched prediction over in-memory features, in order (`running.prediction`).
 """
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ import tensorflow as tf
 from modeling import checkpoints
 from modeling.checkpoints.hf.checkpoint import VOCAB_FILE
 from modeling.models.task_models import ENCODER_INPUTS
-from training import prediction
-from training.batching import FIXED, ArrayExamples, Batching, DatasetFn
+from running.batching import FIXED, ArrayExamples, Batching, DatasetFn
+from running import prediction
 from training.checkpointing import resumes
 from training.distribution import any_worker
 from training.periodic_evaluation import EvaluationPlan, PeriodicEvaluation
@@ -40,7 +40,7 @@ from utils.output_files import AtomicFile
 
 class TrainingData(Protocol):
     """What `train` reads: an infinite, deterministic dataset of micro-batches per input context
-    (`training.batching.IndexedExamples` for in-memory features, TFRecords for pretraining)."""
+    (`running.batching.IndexedExamples` for in-memory features, TFRecords for pretraining)."""
 
     def training_dataset_fn(self, micro_batch: int, seed: int, xla: bool = False) -> DatasetFn:
         """`xla`: the step is compiled with XLA (which compiles each shape once)."""
@@ -255,7 +255,7 @@ def predict(model: keras.Model, arrays: Mapping[str, np.ndarray], batch_size: in
         batch_size: examples per call.
         batching: how batches are padded (`common_flags.batching_from_flags`); rows of similar
             lengths are run together unless they are padded to max_seq_length.
-        output_fn: see `training.prediction.predict_batches`.
+        output_fn: see `running.prediction.predict_batches`.
     """
     return prediction.predict(model, ArrayExamples(arrays, ENCODER_INPUTS, batching),
                               batch_size, output_fn)

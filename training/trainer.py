@@ -18,11 +18,11 @@ from absl import logging
 import keras
 import tensorflow as tf
 
+from running.xla_choice import prefers_xla
 from training import keras_internals
 from training.checkpointing import TrainingCheckpoints
 from training.run_guards import StopSignals, TrainingInterrupted, exclusive_output_dir
 from training.step_log import STEP_LOG_FILE, StepLog
-from training.xla_choice import prefers_xla
 from utils.user_errors import UserError
 
 # loss_fn(model_outputs, batch, normaliser) -> dict of float32 scalars with a "loss" key.
@@ -69,7 +69,7 @@ class TrainingConfig:
     gradient_accumulation_steps: int = 1
     keep_checkpoints: int = 3
     # Compile the forward and backward pass with XLA (the optimizer update stays outside); None
-    # chooses by compute dtype and device (`training.xla_choice.prefers_xla`).
+    # chooses by compute dtype and device (`running.xla_choice.prefers_xla`).
     jit_compile: bool | None = False
 
 

@@ -19,7 +19,7 @@ ceil(B * T / XLA_BUCKETS), taking the smallest that holds the batch's real token
 compilation per input shape holds every branch. Elsewhere the encoder runs on all B * T rows
 without the switch (the padded computation's cost): under a gradient tape, where XLA would
 recompile, at every call, a switch whose branches keep intermediates of different shapes; and
-under XLA on a CPU, which `training.xla_choice` picks for forward passes whose batches prediction
+under XLA on a CPU, which `running.xla_choice` picks for forward passes whose batches prediction
 has sorted by length (little padding) or that are too small to pay for compiling the switch's
 other branches (on the project's tiny test models the switch made prediction 4x slower).
 """

@@ -1,7 +1,7 @@
 """Running a trained model over every example in order: batched by length, traced once per model.
 
 Rows of similar lengths are run together, so that each batch is cut to little more than its own
-longest sequence (`training.batching.Batching`), and their outputs are put back in the input's
+longest sequence (`running.batching.Batching`), and their outputs are put back in the input's
 order. Every output axis of the batch's length (a per-token output) is padded back with zeros to
 the features' full width, so that callers see the shapes of fixed padding whatever the batches
 were.
@@ -16,8 +16,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from training.batching import ArrayExamples, IndexedExamples
-from training.xla_choice import prefers_xla
+from running.batching import ArrayExamples, IndexedExamples
+from running.xla_choice import prefers_xla
 
 # output_fn(model_outputs, batch) -> the outputs to keep, e.g. the logits of real words only.
 OutputFn = Callable[[dict, dict], dict]
