@@ -150,7 +150,7 @@ def define_batching_flags(group_by_length: bool) -> None:
     flags.DEFINE_integer("pad_to_multiple_of", 1,
                          "Round each batch's padded length up to a multiple of this (1: to the "
                          "longest sequence itself, the fastest on CPUs, "
-                         "bench/bench_padding_multiple.py; GPUs' tensor cores favour 8).")
+                         "bench/speed/padding_multiple.py; GPUs' tensor cores favour 8).")
     if group_by_length:
         flags.DEFINE_bool("group_by_length", False,
                           "Put training examples of similar lengths in the same batch, as "

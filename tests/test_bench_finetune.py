@@ -5,10 +5,10 @@ import shutil
 import numpy as np
 import pytest
 
-from bench import finetune_real_weights, finetune_report
-from bench.finetune_real_weights import (TIMING, TIMING_GROUPED, TIMINGS, drop_stale_runs, plan,
-                                         run_key, runs_table)
-from bench.finetune_runs import TASKS, FineTuneTask, real_token_counts, training_timing
+from bench.fine_tuning import real_weights, report as finetune_report
+from bench.fine_tuning.real_weights import (TIMING, TIMING_GROUPED, TIMINGS, drop_stale_runs, plan,
+                                            run_key, runs_table)
+from bench.fine_tuning.runs import TASKS, FineTuneTask, real_token_counts, training_timing
 from data import tokenization
 from data.ner import conll, features
 
@@ -56,7 +56,7 @@ def test_timings_are_kept_per_kind_of_machine(monkeypatch):
     results = {"runs": {}}
     machines = iter([{"cpu": "Xeon", "cores": 2, "isa": ["avx2", "amx_bf16"]},
                      {"cpu": "EPYC", "cores": 2, "isa": ["avx2"]}])
-    monkeypatch.setattr(finetune_real_weights, "machine_description", lambda: next(machines))
+    monkeypatch.setattr(real_weights, "machine_description", lambda: next(machines))
     runs_table(results, TIMING)["mrpc/this_project/timing"] = {"seconds_per_epoch": 1.0}
     runs_table(results, TIMING)["mrpc/this_project/timing"] = {"seconds_per_epoch": 2.0}
     runs_table(results, 1)["mrpc/this_project/1"] = {"eval_f1": 0.8}
@@ -209,7 +209,7 @@ def test_the_transformers_run_labels_the_words_this_project_labels(uncased_vocab
                                                                    shared_data_dir, tmp_path):
     """Both frameworks train on the first piece of every word of the same CoNLL sentences."""
     transformers = pytest.importorskip("transformers")
-    from bench.hf_finetune import _ner_encodings
+    from bench.fine_tuning.transformers_run import _ner_encodings
     data = conll.read_conll_file(shared_data_dir / "conll2003" / "valid.txt")
     data = conll.ConllData(documents=data.documents[:3], source_scheme=data.source_scheme)
     labels = conll.label_list(conll.entity_types(data))
@@ -230,7 +230,7 @@ def test_the_transformers_run_labels_the_words_this_project_labels(uncased_vocab
 
 def test_the_transformers_answer_is_the_best_span_inside_the_context(uncased_vocab, tmp_path):
     transformers = pytest.importorskip("transformers")
-    from bench.hf_finetune import _best_spans
+    from bench.fine_tuning.transformers_run import _best_spans
     shutil.copyfile(uncased_vocab, tmp_path / "vocab.txt")
     (tmp_path / "tokenizer_config.json").write_text(json.dumps(
         {"do_lower_case": True, "tokenizer_class": "BertTokenizer"}))
@@ -254,7 +254,7 @@ def test_the_transformers_batches_are_its_collators(uncased_vocab, tmp_path):
     makes of the unpadded encodings."""
     transformers = pytest.importorskip("transformers")
     torch = pytest.importorskip("torch")
-    from bench.hf_finetune import _batch
+    from bench.fine_tuning.transformers_run import _batch
     shutil.copyfile(uncased_vocab, tmp_path / "vocab.txt")
     tokenizer = transformers.BertTokenizerFast(str(tmp_path / "vocab.txt"), do_lower_case=True)
     texts = ["a short one", "a somewhat longer sentence than the first", "mid length text",
@@ -273,16 +273,16 @@ def test_the_transformers_batches_are_its_collators(uncased_vocab, tmp_path):
 
 
 def test_optimizer_benchmark_summary_checks_and_choice_by_hand():
-    from bench import finetune_optimizers
+    from bench.fine_tuning import optimizers
     accuracy = {
         "adamw_bias_corrected": {"5e-5": {"1": 0.56, "2": 0.54, "3": 0.58},
                                  "2e-5": {"1": 0.58, "2": 0.50, "3": 0.55}},
         "transformers": {"5e-5": {"1": 0.57, "2": 0.55, "3": 0.56},
                          "2e-5": {"1": 0.60, "2": 0.59, "3": 0.58}}}
-    found = finetune_optimizers.summarize(accuracy, majority=146 / 277)
+    found = optimizers.summarize(accuracy, majority=146 / 277)
     # A run at the majority class's accuracy, written as float32 by the script, is not below it.
-    at_majority = finetune_optimizers.summarize({"adamw": {"5e-5": {"1": 0.5270758, "2": 0.6}}},
-                                                majority=146 / 277)
+    at_majority = optimizers.summarize({"adamw": {"5e-5": {"1": 0.5270758, "2": 0.6}}},
+                                       majority=146 / 277)
     assert at_majority["summary"]["adamw"]["5e-5"]["below_majority"] == 0
     row = found["summary"]["adamw_bias_corrected"]["2e-5"]
     assert row["mean"] == pytest.approx(1.63 / 3)  # (0.58 + 0.50 + 0.55) / 3
@@ -296,7 +296,7 @@ def test_optimizer_benchmark_summary_checks_and_choice_by_hand():
     assert not checks["2e-5"]["no_seed_below_majority"]
     # Each bias-corrected side is checked, the one at PyTorch's epsilon too; the original's not.
     assert set(found["checks"]) == {"adamw_bias_corrected"}
-    both = finetune_optimizers.summarize(
+    both = optimizers.summarize(
         {**accuracy, "adamw_bias_corrected_epsilon_1e-8": {"2e-5": {"1": 0.59, "2": 0.59}},
          "adamw": {"2e-5": {"1": 0.5}}}, majority=146 / 277)
     assert set(both["checks"]) == {"adamw_bias_corrected", "adamw_bias_corrected_epsilon_1e-8"}
@@ -312,32 +312,32 @@ def test_optimizer_benchmark_summary_checks_and_choice_by_hand():
 
 
 def test_optimizer_benchmark_report_names_its_epochs():
-    from bench import finetune_optimizers
+    from bench.fine_tuning import optimizers
     accuracy = {"adamw_bias_corrected": {"2e-5": {"1": 0.56, "2": 0.50}},
                 "transformers": {"2e-5": {"1": 0.57, "2": 0.55}}}
     results = {"accuracy": accuracy, "majority_class_accuracy": 146 / 277, "machines": {},
-               **finetune_optimizers.summarize(accuracy, majority=146 / 277)}
+               **optimizers.summarize(accuracy, majority=146 / 277)}
     borrowed = "the fine-tuning benchmark's RTE runs"
     # Written before reports named their epochs: the fine-tuning benchmark's 2, whose RTE runs
     # at 5e-5 it borrows.
-    report = finetune_optimizers.report_markdown(results)
+    report = optimizers.report_markdown(results)
     assert ", 2 epochs." in report and borrowed in report
-    report = finetune_optimizers.report_markdown({**results, "epochs": 3})
+    report = optimizers.report_markdown({**results, "epochs": 3})
     assert ", 3 epochs." in report and borrowed not in report
     assert "| 2e-5 | 56.0 | 50.0 |" in report  # seeds 1 and 2 of the bias-corrected side
     assert "mean -3.0 points over the 2 seeds both ran; within 1 point: no" in report
 
 
 def test_optimizer_benchmark_report_has_a_column_for_every_seed_any_side_ran():
-    from bench import finetune_optimizers
+    from bench.fine_tuning import optimizers
     # More seeds for one side at one rate: the others' rows leave those cells empty.
     accuracy = {"adamw_bias_corrected": {"2e-5": {"1": 0.56, "2": 0.50, "7": 0.60}},
                 "transformers": {"2e-5": {"1": 0.57, "2": 0.55}}}
-    assert finetune_optimizers.seeds_of(accuracy) == [1, 2, 7]
-    found = finetune_optimizers.summarize(accuracy, majority=146 / 277)
+    assert optimizers.seeds_of(accuracy) == [1, 2, 7]
+    found = optimizers.summarize(accuracy, majority=146 / 277)
     assert found["chosen"]["adamw_bias_corrected"] == {"learning_rate": "2e-5", "seed": 7,
                                                        "value": 0.60}
-    report = finetune_optimizers.report_markdown(
+    report = optimizers.report_markdown(
         {"accuracy": accuracy, "majority_class_accuracy": 146 / 277, "machines": {},
          "epochs": 3, **found})
     assert "| seed 1 | seed 2 | seed 7 | mean ± sd |" in report
@@ -348,54 +348,54 @@ def test_optimizer_benchmark_report_has_a_column_for_every_seed_any_side_ran():
 
 
 def test_ner_document_context_summary_and_log_parsing():
-    from bench import ner_document_context
+    from bench.ner import document_context
     runs = {"sentence": {"1": {"dev_f1": 0.90, "test_f1": 0.86},
                          "2": {"dev_f1": 0.92, "test_f1": 0.85}},
             "document_context": {"1": {"dev_f1": 0.93, "test_f1": 0.88}}}
-    summary = ner_document_context.summarize(runs)
+    summary = document_context.summarize(runs)
     assert summary["sentence"]["dev_f1"]["mean"] == pytest.approx(0.91)
     assert summary["sentence"]["test_f1"]["sd"] == pytest.approx(np.std([0.86, 0.85], ddof=1))
     assert summary["document_context"]["test_f1"] == {"mean": 0.88, "sd": 0.0}
     # The header the training loop logs (training/fine_tuning.py), read back for the run's size.
     line = ("I1205 08:57:06.926809 1 fine_tuning.py:161] ***** Running training *****: "
             "14041 examples, batch size 32, 1316 steps")
-    assert ner_document_context._TRAINING.findall(line) == [("14041", "1316")]
+    assert document_context._TRAINING.findall(line) == [("14041", "1316")]
 
 
 def test_ner_long_documents_says_whether_the_context_or_the_windows_changed_a_tag():
-    from bench import ner_long_documents
+    from bench.ner import long_documents
     sentences = [["B-PER", "O", "B-LOC", "O"], ["B-ORG"]]
     windows = [["B-PER", "B-PER", "B-ORG", "O"], ["I-ORG"]]
     whole = [["B-PER", "B-PER", "B-LOC", "B-MISC"], ["B-MISC"]]
     # Three words differ: the whole document tags one as the windows, one as the sentence.
-    assert ner_long_documents.whole_document_sides(sentences, windows, whole) == (3, 1, 1)
-    assert ner_long_documents.whole_document_sides(sentences, sentences, whole) == (0, 0, 0)
+    assert long_documents.whole_document_sides(sentences, windows, whole) == (3, 1, 1)
+    assert long_documents.whole_document_sides(sentences, sentences, whole) == (0, 0, 0)
 
 
 def test_ner_long_documents_reads_run_ner_predictions_by_document(tmp_path):
-    from bench import ner_long_documents
+    from bench.ner import long_documents
     test_file = tmp_path / "test.txt"
     test_file.write_text("-DOCSTART- -X- -X- O\n\nEU NNP B-NP B-ORG\nrejects VBZ B-VP O\n\n"
                          "Peter NNP B-NP B-PER\n\n-DOCSTART- -X- -X- O\n\nBonn NNP B-NP B-LOC\n",
                          encoding="utf-8")
-    documents = ner_long_documents.test_documents(str(test_file))
+    documents = long_documents.test_documents(str(test_file))
     assert [len(d) for d in documents] == [2, 1]
-    assert ner_long_documents.run_ner_test_tags(str(tmp_path), documents) is None
+    assert long_documents.run_ner_test_tags(str(tmp_path), documents) is None
     (tmp_path / "predictions_test.txt").write_text(
         "EU B-ORG B-ORG\nrejects O O\n\nPeter B-PER I-PER\n\nBonn B-LOC O\n\n", encoding="utf-8")
-    assert ner_long_documents.run_ner_test_tags(str(tmp_path), documents) == [
+    assert long_documents.run_ner_test_tags(str(tmp_path), documents) == [
         ["B-ORG", "O", "I-PER"], ["O"]]
     # Words in agreement, and among them those the first tagging calls entities.
     first, second = [["B-ORG", "O", "I-PER"], ["O"]], [["B-ORG", "O", "B-PER"], ["B-LOC"]]
-    assert ner_long_documents.same_count(first, second) == 2
-    assert ner_long_documents.same_count(first, second, only_entities=True) == 1
+    assert long_documents.same_count(first, second) == 2
+    assert long_documents.same_count(first, second, only_entities=True) == 1
     (tmp_path / "predictions_test.txt").write_text("EU B-ORG B-ORG\n\n", encoding="utf-8")
     with pytest.raises(ValueError, match="predictions_test.txt: 1 sentences"):
-        ner_long_documents.run_ner_test_tags(str(tmp_path), documents)
+        long_documents.run_ner_test_tags(str(tmp_path), documents)
 
 
 def test_paper_selection_reads_grids_and_chooses_by_the_papers_rule():
-    from bench import paper_selection
+    from bench.fine_tuning import paper_selection
     selection = {"runs": [
         {"learning_rate": 5e-05, "seed": 1, "results": {"eval_f1": 0.80, "eval_accuracy": 0.7}},
         {"learning_rate": 4e-05, "seed": 1, "results": {"eval_f1": 0.84, "eval_accuracy": 0.8}},

@@ -1,9 +1,9 @@
-"""Fine-tuning here and in the real transformers, in lockstep (bench/finetune_lockstep.py): with the
-random draws taken out, this project's bias-corrected fine-tuning run is transformers' run."""
+"""Fine-tuning here and in the real transformers, in lockstep (bench/fine_tuning/lockstep.py): with
+the random draws taken out, this project's bias-corrected fine-tuning run is transformers' run."""
 import numpy as np
 import pytest
 
-from bench import finetune_lockstep
+from bench.fine_tuning import lockstep
 from data.classifier import glue_tasks
 from tests import hf_reference
 
@@ -12,7 +12,7 @@ WARMUP = 0.34  # two steps of warm-up, then decay over four
 
 
 def test_batch_rows_take_a_fresh_permutation_every_epoch():
-    rows = finetune_lockstep.batch_rows(10, 4, 7, seed=3)
+    rows = lockstep.batch_rows(10, 4, 7, seed=3)
     assert rows.shape == (7, 4)
     flat = rows.reshape(-1)
     for epoch in (flat[:10], flat[10:20]):
@@ -55,17 +55,17 @@ def test_training_steps_are_transformers_steps_once_epsilon_sits_where_pytorch_p
     rng = np.random.default_rng(0)
     train = _train_arrays(rng)
     head = (rng.normal(0.0, 0.02, (2, 32)).astype(np.float32), np.zeros(2, np.float32))
-    rows = finetune_lockstep.batch_rows(NUM_EXAMPLES, BATCH, STEPS, seed=1)
-    model, ours = finetune_lockstep.train_ours(
+    rows = lockstep.batch_rows(NUM_EXAMPLES, BATCH, STEPS, seed=1)
+    model, ours = lockstep.train_ours(
         tiny_hf_classifier, glue_tasks.get_task("rte"), head, train, rows, 3e-3, str(tmp_path),
         WARMUP)
     assert len(ours) == STEPS and ours[-1] < ours[0]  # it trained
-    our_logits = finetune_lockstep.logits_ours(model, train)
+    our_logits = lockstep.logits_ours(model, train)
     gaps = {}
     for matched in (True, False):
-        theirs_model, theirs = finetune_lockstep.train_theirs(
+        theirs_model, theirs = lockstep.train_theirs(
             tiny_hf_classifier, head, train, rows, 3e-3, matched, WARMUP)
         gaps[matched] = (np.abs(ours - theirs).max(), np.abs(
-            our_logits - finetune_lockstep.logits_theirs(theirs_model, train)).max())
+            our_logits - lockstep.logits_theirs(theirs_model, train)).max())
     assert gaps[True][0] < 5e-6 and gaps[True][1] < 1e-4, gaps
     assert gaps[False][0] > 10 * gaps[True][0], gaps

@@ -1,8 +1,8 @@
-"""Tests of bench/host_check.py: the libraries' ISA lines read from their verbose logs, a
+"""Tests of bench/speed/host_check.py: the libraries' ISA lines read from their verbose logs, a
 framework's rates measured for real, and the report's hosts side by side."""
 import math
 
-from bench import host_check
+from bench.speed import host_check
 
 # The lines as oneDNN 3.x (TensorFlow 2.21), oneDNN 2.x and oneMKL 2024 print them.
 ONEDNN_3 = ("onednn_verbose,v1,info,oneDNN v3.7.3 (commit N/A)\n"

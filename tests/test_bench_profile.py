@@ -1,7 +1,7 @@
 """The training-step profile's pieces: reading a trace, placing ops in categories, the tables."""
 import pytest
 
-from bench import op_profile, profile_report
+from bench.profile import ops, report as profile_report
 
 
 @pytest.mark.parametrize("name, op_type, category", [
@@ -27,7 +27,7 @@ from bench import op_profile, profile_report
 ])
 def test_each_op_falls_in_its_category(name, op_type, category):
     num_inputs = 1 if op_type == "_MklEinsum" else 2
-    assert op_profile.categorise(name, op_type, "AdamWeightDecay", num_inputs) == category
+    assert ops.categorise(name, op_type, "AdamWeightDecay", num_inputs) == category
 
 
 def test_ops_outside_the_model_scopes_are_placed_by_their_nearest_scoped_input():
@@ -39,9 +39,9 @@ def test_ops_outside_the_model_scopes_are_placed_by_their_nearest_scoped_input()
               "Mean": ["bert_classifier/classifier/BiasAdd"]}
     times = {("mul_7", "Mul"): 1.0, ("mul_9", "Mul"): 2.0, ("Mean", "Mean"): 4.0,
              ("AdamWeightDecay/sub", "Sub"): 8.0, ("xla", "XlaExecutable"): 16.0}
-    totals = op_profile.categorised(times, inputs, {"bert_classifier", "gradient_tape"},
-                                    "AdamWeightDecay")
-    assert list(totals) == list(op_profile.CATEGORIES)
+    totals = ops.categorised(times, inputs, {"bert_classifier", "gradient_tape"},
+                             "AdamWeightDecay")
+    assert list(totals) == list(ops.CATEGORIES)
     assert {k: v for k, v in totals.items() if v} == {
         "LayerNorm": 1.0, "GELU": 2.0, "other": 4.0, "optimizer update": 24.0}
 
@@ -60,22 +60,22 @@ def test_op_times_read_a_real_trace(tmp_path):
     for _ in range(3):
         products(a).numpy()
     tf.profiler.experimental.stop()
-    times = op_profile.op_times(op_profile.trace_file(str(tmp_path)))
+    times = ops.op_times(ops.trace_file(str(tmp_path)))
     names = {name: op_type for name, op_type in times}
     assert "MatMul" in names.get("attention/MatMul", "")
     assert all(" " not in name and seconds > 0 for (name, _), seconds in times.items())
-    inputs = op_profile.graph_inputs(products.get_concrete_function(a))
-    totals = op_profile.categorised(times, inputs, {"attention"}, "AdamWeightDecay")
+    inputs = ops.graph_inputs(products.get_concrete_function(a))
+    totals = ops.categorised(times, inputs, {"attention"}, "AdamWeightDecay")
     assert totals["matmul forward"] > 0 and totals["softmax"] > 0
 
 
 def _case():
     variants = {
         "packed": {"step_s": [1.0, 1.2, 0.8], "cpu_s": [4.0, 4.0, 4.0], "op_ms_per_step": {
-            **dict.fromkeys(op_profile.CATEGORIES, 0.0), "matmul forward": 300.0,
+            **dict.fromkeys(ops.CATEGORIES, 0.0), "matmul forward": 300.0,
             "other": 100.0}},
         "padded": {"step_s": [2.0, 3.6, 1.2], "op_ms_per_step": {
-            **dict.fromkeys(op_profile.CATEGORIES, 0.0), "matmul forward": 900.0,
+            **dict.fromkeys(ops.CATEGORIES, 0.0), "matmul forward": 900.0,
             "other": 100.0}}}
     return {"variants": variants, "useful_flops": [100e9, 100e9, 100e9],
             "peak_gflops": {"4096x768x3072": 180.0, "2048x2048x2048": 200.0},

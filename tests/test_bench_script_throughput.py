@@ -3,8 +3,8 @@ import json
 
 import pytest
 
-from bench import script_throughput
-from bench.script_throughput import markdown, script_rate
+from bench.speed import script_throughput
+from bench.speed.script_throughput import markdown, script_rate
 
 
 def test_script_rate_leaves_out_the_warm_up_steps():
@@ -26,17 +26,17 @@ def test_script_rate_needs_timed_steps():
 def test_table_gives_the_median_ratio_and_its_range():
     rounds = [{"script": {"examples_per_second": s, "steps": 10},
                "step": {"examples_per_second": 4.0}} for s in (3.8, 4.0, 3.9)]
-    case = {"command": "python -m bench.script_throughput --rounds=3", "rounds": rounds}
+    case = {"command": "python -m bench.speed.script_throughput --rounds=3", "rounds": rounds}
     results = {"machines": {"EPYC, 2 cores, avx2": {"cases": {"bert_base train float32": case}}}}
     table = markdown(results)
     assert "## EPYC, 2 cores, avx2" in table
     row = next(line for line in table.splitlines() if line.startswith("| bert_base"))
     assert row == "| bert_base train float32 | 3 | 10 | 3.90 | 4.00 | 0.975 (0.950-1.000) |"
-    assert "- bert_base train float32: `python -m bench.script_throughput --rounds=3`" in table
+    assert "- bert_base train float32: `python -m bench.speed.script_throughput --rounds=3`" in table
 
 
 def test_config_file_is_the_benchmarks_model(tmp_path):
-    from bench.cases import MODEL_SIZES, ModelSize
+    from bench.speed.cases import MODEL_SIZES, ModelSize
     from modeling.config import BertConfig
     model = ModelSize("small_L4_H256", *MODEL_SIZES["small_L4_H256"])
     config = BertConfig.from_json_file(script_throughput.bert_config_file(model, str(tmp_path)))

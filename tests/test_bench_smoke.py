@@ -3,10 +3,10 @@ import math
 
 import pytest
 
-from bench.cases import Case, ModelSize, benchmark_cases, case_flops, encoder_forward_flops
-from bench.contenders import synthetic_batch
-from bench.report import case_summary, markdown, plot
-from bench.worker import _Matmul, _peak_rss_mb, _reset_peak_rss
+from bench.speed.cases import Case, ModelSize, benchmark_cases, case_flops, encoder_forward_flops
+from bench.speed.contenders import synthetic_batch
+from bench.speed.report import case_summary, markdown, plot
+from bench.speed.worker import _Matmul, _peak_rss_mb, _reset_peak_rss
 
 BASE = ModelSize("bert_base", 12, 768)
 
@@ -52,7 +52,7 @@ def _results():
     contenders = {k: {"first_s": 5.0, "warmup_s": v[0], "wall_s": v, "cpu_s": [2 * t for t in v]}
                   for k, v in timings.items()}
     return {
-        "command": "python -m bench.run_benchmarks", "total_seconds": 60.0,
+        "command": "python -m bench.speed.run_benchmarks", "total_seconds": 60.0,
         "machine": {"cpu": "test CPU", "cores": 2, "memory_gib": 24, "isa": ["avx512f"],
                     "versions": {"tensorflow": "x"}, "load_average_start": (1.0, 1.0, 1.0),
                     "load_average_end": (1.0, 1.0, 1.0)},
@@ -138,7 +138,7 @@ def test_the_peak_table_shows_the_rate_from_cpu_time_where_measured():
 
 @pytest.mark.parametrize("key", ["this_project_xla", "this_project_no_xla"])
 def test_the_contenders_that_force_xla_on_or_off_run(key, tmp_path):
-    from bench.contenders import CONTENDERS
+    from bench.speed.contenders import CONTENDERS
     contender = CONTENDERS[key]()
     assert contender.framework == "tensorflow"
     assert contender.jit_compile is (key == "this_project_xla")

@@ -1,8 +1,8 @@
 """The model FLOPs of real tokens, against a hand computation and the encoder's own variables."""
 import pytest
 
-from bench.useful_flops import (BERT_BASE, MINILM_L6_H384, EncoderSize, TokenCounts,
-                                forward_flops, training_flops, utilisation)
+from bench.profile.useful_flops import (BERT_BASE, MINILM_L6_H384, EncoderSize, TokenCounts,
+                                        forward_flops, training_flops, utilisation)
 
 
 def test_training_flops_of_two_sequences_by_hand():

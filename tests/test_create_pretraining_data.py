@@ -11,10 +11,10 @@ import sys
 import time
 
 import numpy as np
-import original_pretraining_reference as reference
 import pretraining_statistics as stats
 import pytest
 
+from bench.data import original_pretraining as reference
 from data import tokenization
 from data.pretraining import chunks as pretraining_chunks, writer
 from data.pretraining.dataset import pretraining_dataset

@@ -6,7 +6,7 @@ import random
 import pytest
 import tensorflow as tf
 
-import original_pretraining_reference as reference
+from bench.data import original_pretraining as reference
 
 
 @pytest.mark.parametrize("do_whole_word_mask", [False, True])

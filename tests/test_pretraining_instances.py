@@ -2,9 +2,9 @@
 import random
 
 import numpy as np
-import original_pretraining_reference as reference
 import pytest
 
+from bench.data import original_pretraining as reference
 from data.pretraining import instances as instances
 
 

@@ -82,7 +82,7 @@ def _int64_headers(key: str, max_packed: int) -> list[bytes]:
     return headers
 
 
-# Not tf.train.Example: bench/bench_tfrecord_crc.py measures building and serializing
+# Not tf.train.Example: bench/data/tfrecord_crc.py measures building and serializing
 # tf.train.Examples at 16-19x this encoder's time on the same instances (50-70 us a record against
 # 3-4 us, while the whole worker takes 8-11 us), with a map order that changes between processes;
 # and importing TensorFlow would add 2.7 s to every worker process.

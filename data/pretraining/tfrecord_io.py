@@ -61,7 +61,7 @@ def _masked_crcs(records: Sequence[bytes]) -> np.ndarray:
 
 
 # Not tf.io.TFRecordWriter: the worker processes frame their records without TensorFlow, and
-# bench/bench_tfrecord_crc.py measures the writer at 2.3-2.4x this function's time per record.
+# bench/data/tfrecord_crc.py measures the writer at 2.3-2.4x this function's time per record.
 def frame_records(records: Sequence[bytes]) -> tuple[bytes, list[int]]:
     """The records with their TFRecord length headers and checksums, back to back.
 

@@ -1,0 +1,1 @@
+"""LiteRT exports against their SavedModels and transformers."""
