@@ -1,6 +1,7 @@
 """Whether to compile BERT with XLA (`jit_compile`), by compute dtype, device and call size.
 
-Measured on a 2-core Intel Xeon with AVX-512 and AVX512-BF16, without AMX (bench/RESULTS.md):
+Measured on a 2-core Intel Xeon with AVX-512 and AVX512-BF16, without AMX
+(bench/results/model_speed/RESULTS.md):
   * bfloat16 forward passes: XLA is faster (1.4x on BERT-Base): there oneDNN's bfloat16 matmul
     (AVX512-BF16) runs at about 0.6x its float32 speed (160 against 285-310 GFLOP/s), and XLA
     computes bfloat16 dots in float32. A CPU with AMX turns this around: oneDNN's AMX kernels

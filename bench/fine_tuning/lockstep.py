@@ -13,8 +13,8 @@ t, see `training.optimizer.BiasCorrectedAdamWeightDecay`), which makes the two t
 
 The report: each side's training loss at every step, dev accuracy, and how far the dev logits
 are apart; on RTE, where seeds of the two frameworks spread differently
-(`bench/optimizer_results_3_epochs.md`), it tells whether the runs differ in more than their
-random draws.
+(`bench/results/optimizers/optimizer_results_3_epochs.md`), it tells whether the runs differ in
+more than their random draws.
 
     python -m bench.fine_tuning.lockstep --work_dir=/tmp/bert_finetune_bench
         # RTE, all-MiniLM-L6-v2, max_seq_length 128, batch 32, 3 epochs, 2e-5, order of seed 1
@@ -198,13 +198,13 @@ def _log(message: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work_dir", default="/tmp/bert_finetune_bench")
-    parser.add_argument("--shared_data", default=os.path.join(
-        os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "..", "shared", "data"))
+    parser.add_argument("--shared_data", default=os.path.join(os.path.dirname(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "..", "shared", "data"))
     parser.add_argument("--learning_rate", type=float, default=2e-5)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--seed", type=int, default=1, help="Seeds the batch order and the head.")
-    parser.add_argument("--output", default=os.path.join(os.path.dirname(os.path.dirname(__file__)),
-                                                         "finetune_lockstep"))
+    parser.add_argument("--output", default=os.path.join(
+        os.path.dirname(os.path.dirname(__file__)), "results", "lockstep", "finetune_lockstep"))
     args = parser.parse_args()
 
     from bench.fine_tuning.runs import TRAIN_BATCH_SIZE, hf_model_dir, prepare_data

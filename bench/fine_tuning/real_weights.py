@@ -160,7 +160,8 @@ def main() -> None:
                         help="The accuracy runs (seeds), this machine's timing runs, or both.")
     parser.add_argument("--work_dir", default="/tmp/bert_finetune_bench",
                         help="Model, data subsets and the runs' outputs and logs.")
-    parser.add_argument("--output_dir", default=os.path.join(REPO_ROOT, "bench"),
+    parser.add_argument("--output_dir", default=os.path.join(REPO_ROOT, "bench", "results",
+                                                             "fine_tuning"),
                         help="Where finetune_results.{json,md,png} go.")
     parser.add_argument("--shared_data", default=os.environ.get(
         "BERT_SHARED_DATA", os.path.join(os.path.dirname(REPO_ROOT), "shared", "data")))

@@ -239,7 +239,7 @@ def main() -> None:
     parser.add_argument("--work_dir", default="/tmp/bench_litert")
     parser.add_argument("--shared_data", default=os.environ.get(
         "BERT_SHARED_DATA", os.path.join(os.path.dirname(REPO_ROOT), "shared", "data")))
-    parser.add_argument("--results", default=os.path.join(REPO_ROOT, "bench",
+    parser.add_argument("--results", default=os.path.join(REPO_ROOT, "bench", "results", "litert",
                                                           "litert_results.json"))
     parser.add_argument("--batch_size", type=int, default=64)
     parser.add_argument("--latency_calls", type=int, default=30)

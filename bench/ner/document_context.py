@@ -116,7 +116,8 @@ def report_markdown(results: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work_dir", default="/tmp/bert_ner_context_bench")
-    parser.add_argument("--output_dir", default=os.path.join(REPO_ROOT, "bench"))
+    parser.add_argument("--output_dir", default=os.path.join(REPO_ROOT, "bench", "results",
+                                                             "ner_document_context"))
     parser.add_argument("--seeds", default="1,2", help="Comma-separated seeds.")
     parser.add_argument("--shared_data", default=os.environ.get(
         "BERT_SHARED_DATA", os.path.join(os.path.dirname(REPO_ROOT), "shared", "data")))

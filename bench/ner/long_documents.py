@@ -236,7 +236,8 @@ def measure(model: str, documents: list[list[conll.ConllSentence]], work_dir: st
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work_dir", default="/tmp/bert_ner_documents_bench")
-    parser.add_argument("--output_dir", default=os.path.join(REPO_ROOT, "bench"))
+    parser.add_argument("--output_dir", default=os.path.join(REPO_ROOT, "bench", "results",
+                                                             "ner_long_documents"))
     parser.add_argument("--epochs", type=int, default=finetune.TASKS["conll2003"].num_epochs)
     parser.add_argument("--model", help="A run_ner.py output folder to use instead of training "
                         "one (e.g. bench/ner/document_context.py's, trained with "

@@ -27,7 +27,8 @@ processes, alternated: the resident memory with the model and optimizer built, a
     python -m bench.profile.training_step --memory  # minilm and bert_base on mrpc and sst2
     python -m bench.profile.training_step --cases=minilm/mrpc --rounds=10
 
-Writes bench/profile_results.json (each mode's part) and bench/profile_results.md.
+Writes profile_results.json (each mode's part) and profile_results.md into --output_dir
+(bench/results/training_step_profile/).
 """
 from __future__ import annotations
 
@@ -279,7 +280,8 @@ def main() -> None:
     parser.add_argument("--memory_case", help=argparse.SUPPRESS)  # one fresh process's case
     parser.add_argument("--glue_dir", default=os.path.join(shared, "glue"))
     parser.add_argument("--vocab_file", default=os.path.join(shared, "vocab", "uncased_vocab.txt"))
-    parser.add_argument("--output_dir", default=os.path.join(REPO_ROOT, "bench"))
+    parser.add_argument("--output_dir", default=os.path.join(REPO_ROOT, "bench", "results",
+                                                             "training_step_profile"))
     args = parser.parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if args.memory_case:

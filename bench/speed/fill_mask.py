@@ -149,7 +149,7 @@ def main() -> None:
                         help=f"Comma-separated checkpoints, among {', '.join(MODELS)}.")
     parser.add_argument("--sentences", type=int, default=200,
                         help="Sentences with one [MASK], and as many with two.")
-    parser.add_argument("--output", default=os.path.join(REPO_ROOT, "bench",
+    parser.add_argument("--output", default=os.path.join(REPO_ROOT, "bench", "results", "fill_mask",
                                                          "fill_mask_results.json"))
     args = parser.parse_args()
     names = args.models.split(",")

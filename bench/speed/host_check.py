@@ -229,8 +229,8 @@ def main() -> None:
     parser.add_argument("--host", help="This host's label in the results (required to measure).")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=20, help="Timed calls per process.")
-    parser.add_argument("--results", default=os.path.join(REPO_ROOT, "bench",
-                                                          "host_check_results.json"))
+    parser.add_argument("--results", default=os.path.join(
+        REPO_ROOT, "bench", "results", "host_check", "host_check_results.json"))
     parser.add_argument("--report_only", action="store_true")
     parser.add_argument("--child", choices=FRAMEWORKS, help=argparse.SUPPRESS)
     parser.add_argument("--child_mode", choices=("rates", "isa"), help=argparse.SUPPRESS)

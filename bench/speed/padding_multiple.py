@@ -113,8 +113,8 @@ def main() -> None:
     parser.add_argument("--glue_dir", default=os.path.join(shared, "glue"))
     parser.add_argument("--vocab_file", default=os.path.join(shared, "vocab", "uncased_vocab.txt"))
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--output", default=os.path.join(REPO_ROOT, "bench",
-                                                         "padding_multiple_results.json"))
+    parser.add_argument("--output", default=os.path.join(
+        REPO_ROOT, "bench", "results", "padding_multiple", "padding_multiple_results.json"))
     args = parser.parse_args()
     batch_lengths = task_batch_lengths(args.glue_dir, args.vocab_file)
     times, machine = step_times(range(8, MAX_LENGTH + 1), args.repeats)

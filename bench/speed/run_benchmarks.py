@@ -10,7 +10,7 @@ times alone, in each framework, the matrix products on which the small model's b
 depends.
 
     pip install -r bench/requirements.txt && pip install --no-deps keras-hub==0.32.0
-    python -m bench.speed.run_benchmarks            # full run: writes bench/RESULTS.md, results.png
+    python -m bench.speed.run_benchmarks            # full run: bench/results/model_speed/
     python -m bench.speed.run_benchmarks --quick    # smoke run of the small model, into /tmp
 """
 from __future__ import annotations
@@ -233,8 +233,8 @@ def main(argv):
     models = FLAGS.models or ([SMALL_MODEL] if FLAGS.quick else list(MODEL_SIZES))
     rounds = 3 if FLAGS.quick else FLAGS.rounds
     FLAGS.rounds = rounds
-    output_dir = FLAGS.output_dir or ("/tmp/bert_speed_quick" if FLAGS.quick
-                                      else os.path.join(REPO_ROOT, "bench"))
+    output_dir = FLAGS.output_dir or ("/tmp/bert_speed_quick" if FLAGS.quick else os.path.join(
+        REPO_ROOT, "bench", "results", "model_speed"))
     cases = benchmark_cases(FLAGS.quick, models, FLAGS.dtypes, FLAGS.modes, FLAGS.shapes)
     if FLAGS.update and not os.path.exists(os.path.join(output_dir, "results.json")):
         raise app.UsageError(f"--update: no results.json in {output_dir} to update")

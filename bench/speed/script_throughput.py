@@ -16,7 +16,8 @@ examples/s / the step's in the same round (at least 0.95 is the target).
     python -m bench.speed.script_throughput --dtype=bfloat16
 
 Writes `script_throughput.json` (every round) and `script_throughput.md` (the table) into
---output_dir, keeping the results of other cases and machines already there.
+--output_dir (bench/results/script_throughput/), keeping the results of other cases and machines
+already there.
 """
 from __future__ import annotations
 
@@ -151,7 +152,8 @@ def main() -> None:
                         help=f"Training steps of each run, the first {WARMUP_STEPS} untimed.")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--work_dir", default="/tmp/bert_script_throughput")
-    parser.add_argument("--output_dir", default=os.path.join(REPO_ROOT, "bench"))
+    parser.add_argument("--output_dir", default=os.path.join(REPO_ROOT, "bench", "results",
+                                                             "script_throughput"))
     parser.add_argument("--shared_data", default=os.environ.get(
         "BERT_SHARED_DATA", os.path.join(os.path.dirname(REPO_ROOT), "shared", "data")))
     args = parser.parse_args()

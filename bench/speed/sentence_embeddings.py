@@ -92,8 +92,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     shared = os.path.join(os.path.dirname(REPO_ROOT), "shared", "data")
     parser.add_argument("--shared_data", default=shared)
-    parser.add_argument("--output", default=os.path.join(REPO_ROOT, "bench",
-                                                         "sentence_embeddings_results.json"))
+    parser.add_argument("--output", default=os.path.join(
+        REPO_ROOT, "bench", "results", "sentence_embeddings", "sentence_embeddings_results.json"))
     args = parser.parse_args()
     if importlib.util.find_spec("sentence_transformers") is None:
         sys.exit("sentence-transformers is not installed: pip install -r bench/requirements.txt")
