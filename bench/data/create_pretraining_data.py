@@ -38,11 +38,10 @@ from typing import Iterator
 from absl import app
 from absl import flags
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
-SHARED = REPO_ROOT.parent / "shared"
+from bench.support import REPO_ROOT, SHARED, shared_data_dir, write_json
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("data_dir", str(SHARED / "data"), "Real public data.")
+flags.DEFINE_string("data_dir", shared_data_dir(), "Real public data.")
 flags.DEFINE_string("vocab_file", str(SHARED / "fixtures" / "vocab" / "uncased_vocab.txt"),
                     "WordPiece vocabulary.")
 flags.DEFINE_string("sample_text", str(SHARED / "fixtures" / "pretraining_data" /
@@ -305,7 +304,7 @@ def main(argv: list[str]) -> None:
             rows = _run_all(pathlib.Path(temp_dir))
     _print_rows(rows)
     if FLAGS.output_json:
-        pathlib.Path(FLAGS.output_json).write_text(json.dumps(rows, indent=2) + "\n")
+        write_json(FLAGS.output_json, rows)
 
 
 if __name__ == "__main__":

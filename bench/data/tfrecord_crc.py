@@ -23,7 +23,6 @@ from importlib import metadata
 import os
 import pathlib
 import statistics
-import sys
 import tempfile
 import time
 from typing import Callable
@@ -33,19 +32,16 @@ from absl import flags
 import google_crc32c
 import numpy as np
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO_ROOT))
-
-from bench.machine import machine_description
+from bench.support import SHARED, machine_description, shared_data_dir
 from data import tfrecord_schema as schema
 from data.pretraining import chunks, corpus, instances, tfrecord_io, writer
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("corpus", str(REPO_ROOT.parent / "shared" / "data" / "wikitext-2-raw" /
-                                  "wiki.test.sentences.txt"), "One sentence a line, documents "
-                    "separated by blank lines.")
-flags.DEFINE_string("vocab_file", str(REPO_ROOT.parent / "shared" / "fixtures" / "vocab" /
-                                      "uncased_vocab.txt"), "WordPiece vocabulary.")
+flags.DEFINE_string("corpus", os.path.join(shared_data_dir(), "wikitext-2-raw",
+                                           "wiki.test.sentences.txt"),
+                    "One sentence a line, documents separated by blank lines.")
+flags.DEFINE_string("vocab_file", str(SHARED / "fixtures" / "vocab" / "uncased_vocab.txt"),
+                    "WordPiece vocabulary.")
 flags.DEFINE_integer("num_chunks", 3, "Corpus chunks (record batches) per round.")
 flags.DEFINE_integer("rounds", 7, "Rounds; each times every candidate once.")
 class _RecordingEncoder:

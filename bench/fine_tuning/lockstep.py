@@ -32,9 +32,8 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-from bench.machine import machine_description, machine_label  # noqa: E402
-from utils.output_files import write_text_atomically  # noqa: E402
+from bench.support import (log, machine_description, machine_label, results_dir, shared_data_dir,
+                           write_report)
 
 BETA_2 = 0.999
 EPSILON = 1e-8
@@ -128,8 +127,8 @@ def train_theirs(hf_dir: str, head: tuple[np.ndarray, np.ndarray], train: dict[s
         losses.append(train_step(model, {k: v[torch.from_numpy(index)] for k, v in inputs.items()},
                                  optimizer, scheduler))
         if step % LOG_EVERY == 0 or step == num_steps:
-            _log(f"  transformers step {step}/{num_steps}: loss {losses[-1]:.4f}, "
-                 f"{time.perf_counter() - start:.0f} s")
+            log(f"  transformers step {step}/{num_steps}: loss {losses[-1]:.4f}, "
+                f"{time.perf_counter() - start:.0f} s")
     return model, np.asarray(losses, np.float64)
 
 
@@ -191,20 +190,15 @@ def report_markdown(results: dict) -> str:
     return "\n".join(lines)
 
 
-def _log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work_dir", default="/tmp/bert_finetune_bench")
-    parser.add_argument("--shared_data", default=os.path.join(os.path.dirname(
-        os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "..", "shared", "data"))
+    parser.add_argument("--shared_data", default=shared_data_dir())
     parser.add_argument("--learning_rate", type=float, default=2e-5)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--seed", type=int, default=1, help="Seeds the batch order and the head.")
-    parser.add_argument("--output", default=os.path.join(
-        os.path.dirname(os.path.dirname(__file__)), "results", "lockstep", "finetune_lockstep"))
+    parser.add_argument("--output", default=os.path.join(results_dir("lockstep"),
+                                                         "finetune_lockstep"))
     args = parser.parse_args()
 
     from bench.fine_tuning.runs import TRAIN_BATCH_SIZE, hf_model_dir, prepare_data
@@ -230,12 +224,12 @@ def main() -> None:
 
     losses, logits = {}, {}
     with tempfile.TemporaryDirectory() as run_dir:
-        _log(f"this project: {num_steps} steps")
+        log(f"this project: {num_steps} steps")
         model, losses["this_project"] = train_ours(hf_dir, task, head, train, rows,
                                                    args.learning_rate, run_dir)
         logits["this_project"] = logits_ours(model, dev)
     for side, matched in (("transformers_matched_epsilon", True), ("transformers", False)):
-        _log(f"{side}: {num_steps} steps")
+        log(f"{side}: {num_steps} steps")
         model, losses[side] = train_theirs(hf_dir, head, train, rows, args.learning_rate, matched)
         logits[side] = logits_theirs(model, dev)
     comparison = compare(losses, logits, dev["label_ids"])
@@ -248,9 +242,8 @@ def main() -> None:
                   "machine": machine_label(machine_description())},
         "comparison": comparison,
         "losses": {side: value.tolist() for side, value in losses.items()}}
-    write_text_atomically(args.output + ".json", json.dumps(results, indent=1) + "\n")
-    write_text_atomically(args.output + ".md", report_markdown(results))
-    _log(f"report: {args.output}.md")
+    write_report(args.output, results, report_markdown(results))
+    log(f"report: {args.output}.md")
     print(report_markdown(results))
 
 

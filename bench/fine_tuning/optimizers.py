@@ -38,17 +38,14 @@ import dataclasses
 import json
 import os
 import statistics
-import sys
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, REPO_ROOT)
-from bench.fine_tuning import runs as finetune  # noqa: E402
-from bench.fine_tuning.real_weights import run_key  # noqa: E402
-from bench.machine import machine_description, machine_label  # noqa: E402
-from bench.fine_tuning.paper_selection import (best_run, metric_table, rate_name,  # noqa: E402
-                                               run_selection, run_transformers_grid)
-from data.classifier import glue_tasks  # noqa: E402
-from utils.output_files import write_text_atomically  # noqa: E402
+from bench.fine_tuning import runs as finetune
+from bench.fine_tuning.paper_selection import (best_run, metric_table, rate_name, run_selection,
+                                               run_transformers_grid)
+from bench.fine_tuning.real_weights import run_key
+from bench.support import (log, machine_description, machine_label, read_json, results_dir,
+                           shared_data_dir, write_report)
+from data.classifier import glue_tasks
 
 TASK = finetune.TASKS["rte"]
 LEARNING_RATES = ("5e-5", "2e-5")
@@ -197,14 +194,12 @@ def report_markdown(results: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work_dir", default="/tmp/bert_optimizer_bench")
-    parser.add_argument("--output_dir", default=os.path.join(REPO_ROOT, "bench", "results",
-                                                             "optimizers"))
+    parser.add_argument("--output_dir", default=results_dir("optimizers"))
     parser.add_argument("--finetune_results", default=os.path.join(
-        REPO_ROOT, "bench", "results", "fine_tuning", "finetune_results.json"),
+        results_dir("fine_tuning"), "finetune_results.json"),
         help="The fine-tuning benchmark's results, whose RTE runs of transformers at 5e-5 are "
         "taken where this benchmark has none of its own.")
-    parser.add_argument("--shared_data", default=os.environ.get(
-        "BERT_SHARED_DATA", os.path.join(os.path.dirname(REPO_ROOT), "shared", "data")))
+    parser.add_argument("--shared_data", default=shared_data_dir())
     parser.add_argument("--report_only", action="store_true")
     parser.add_argument("--sides", default=",".join(SIDES),
                         help=f"Comma-separated sides to run, of {', '.join(SIDES)}.")
@@ -237,11 +232,8 @@ def main() -> None:
     name = "optimizer_results" if default_epochs else f"optimizer_results_{args.epochs}_epochs"
     runs_dir = args.work_dir if default_epochs else os.path.join(args.work_dir,
                                                                    f"{args.epochs}_epochs")
-    path = os.path.join(args.output_dir, f"{name}.json")
-    results = {"accuracy": {}}
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            results = json.load(f)
+    report = os.path.join(args.output_dir, name)
+    results = read_json(report + ".json", {"accuracy": {}})
     os.makedirs(args.work_dir, exist_ok=True)
     data = finetune.prepare_data(args.shared_data, args.work_dir)
     results["majority_class_accuracy"] = majority_class_accuracy(data[TASK.name])
@@ -252,9 +244,7 @@ def main() -> None:
 
     def save() -> None:
         results.update(summarize(results["accuracy"], results["majority_class_accuracy"]))
-        write_text_atomically(path, json.dumps(results, indent=1, sort_keys=True) + "\n")
-        write_text_atomically(os.path.join(args.output_dir, f"{name}.md"),
-                              report_markdown(results))
+        write_report(report, results, report_markdown(results), sort_keys=True)
 
     if not args.report_only:
         bert = finetune.bert_dir(args.work_dir, finetune.hf_model_dir())
@@ -264,8 +254,8 @@ def main() -> None:
                 continue
             if side in OURS:
                 optimizer, flags = OURS[side]
-                finetune.log(f"{SIDE_NAMES[side]}: select_fine_tuning.py over "
-                             f"{len(step_rates) * len(seeds)} runs")
+                log(f"{SIDE_NAMES[side]}: select_fine_tuning.py over "
+                    f"{len(step_rates) * len(seeds)} runs")
                 selection = run_selection(task, step_rates, seeds, optimizer, bert,
                                           data[TASK.name],
                                           os.path.join(runs_dir, f"select_{side}"), flags)
@@ -279,7 +269,7 @@ def main() -> None:
                 run_transformers_grid(task, step_rates, seeds, "eval_accuracy", data, runs_dir,
                                       results["accuracy"].setdefault(side, {}), save)
     save()
-    finetune.log(f"report: {os.path.join(args.output_dir, f'{name}.md')}")
+    log(f"report: {report}.md")
 
 
 if __name__ == "__main__":

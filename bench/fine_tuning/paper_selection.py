@@ -31,11 +31,9 @@ import statistics
 import sys
 from typing import Callable, Sequence
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, REPO_ROOT)
-from bench.fine_tuning import runs as finetune  # noqa: E402
-from bench.machine import machine_description, machine_label  # noqa: E402
-from utils.output_files import write_text_atomically  # noqa: E402
+from bench.fine_tuning import runs as finetune
+from bench.support import (log, machine_description, machine_label, read_json, results_dir,
+                           run_logged, shared_data_dir, write_report)
 
 LEARNING_RATES = ("5e-5", "4e-5", "3e-5", "2e-5")
 EPOCHS = 3
@@ -61,7 +59,7 @@ def run_selection(task: finetune.FineTuneTask, rates: Sequence[str], seeds: Sequ
     """This project's grid by select_fine_tuning.py, its log beside `output_dir`; selection.json.
     `optimizer_flags` (e.g. --adam_epsilon) follow --optimizer."""
     os.makedirs(output_dir, exist_ok=True)
-    finetune.run_logged([
+    run_logged([
         sys.executable, "select_fine_tuning.py", f"--task_name={task.name}",
         f"--data_dir={data_dir}", f"--init_checkpoint={bert}/bert_model.ckpt",
         f"--learning_rates={','.join(rates)}", f"--batch_sizes={finetune.TRAIN_BATCH_SIZE}",
@@ -96,8 +94,8 @@ def run_transformers_grid(task: finetune.FineTuneTask, rates: Sequence[str],
             run = finetune.run_transformers(task, seed, hf_dir, data, run_dir,
                                             learning_rate=float(rate))
             done.setdefault(rate_name(rate), {})[str(seed)] = run[metric]
-            finetune.log(f"transformers {task.name} {rate} seed {seed}: "
-                         f"{metric} {run[metric]:.4f}, {run['wall_seconds']:.0f} s")
+            log(f"transformers {task.name} {rate} seed {seed}: "
+                f"{metric} {run[metric]:.4f}, {run['wall_seconds']:.0f} s")
             save()
 
 
@@ -162,31 +160,24 @@ def report_markdown(results: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work_dir", default="/tmp/bert_paper_selection_bench")
-    parser.add_argument("--output_dir", default=os.path.join(REPO_ROOT, "bench", "results",
-                                                             "paper_selection"))
+    parser.add_argument("--output_dir", default=results_dir("paper_selection"))
     parser.add_argument("--tasks", default="rte,mrpc", help="Comma-separated: rte, mrpc.")
-    parser.add_argument("--shared_data", default=os.environ.get(
-        "BERT_SHARED_DATA", os.path.join(os.path.dirname(REPO_ROOT), "shared", "data")))
+    parser.add_argument("--shared_data", default=shared_data_dir())
     parser.add_argument("--report_only", action="store_true")
     args = parser.parse_args()
     task_names = args.tasks.split(",")
     unknown = sorted(set(task_names) - set(SEEDS))
     if unknown:
         parser.error(f"--tasks: unknown {unknown}; known: {sorted(SEEDS)}")
-    path = os.path.join(args.output_dir, "paper_selection.json")
-    results = {"tasks": {}}
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            results = json.load(f)
+    report = os.path.join(args.output_dir, "paper_selection")
+    results = read_json(report + ".json", {"tasks": {}})
 
     def save() -> None:
         results["summary"] = {name: summarize(name, tables)
                               for name, tables in results["tasks"].items()}
         if not args.report_only or "machine" not in results:  # where the runs ran
             results["machine"] = machine_description()
-        write_text_atomically(path, json.dumps(results, indent=1, sort_keys=True) + "\n")
-        write_text_atomically(os.path.join(args.output_dir, "paper_selection.md"),
-                              report_markdown(results))
+        write_report(report, results, report_markdown(results), sort_keys=True)
 
     if not args.report_only:
         os.makedirs(args.work_dir, exist_ok=True)
@@ -195,8 +186,8 @@ def main() -> None:
         for name in task_names:
             task = dataclasses.replace(finetune.TASKS[name], num_epochs=EPOCHS)
             tables = results["tasks"].setdefault(name, {})
-            finetune.log(f"{name}: select_fine_tuning.py over "
-                         f"{len(LEARNING_RATES) * len(SEEDS[name])} runs")
+            log(f"{name}: select_fine_tuning.py over "
+                f"{len(LEARNING_RATES) * len(SEEDS[name])} runs")
             selection = run_selection(task, LEARNING_RATES, SEEDS[name], OPTIMIZER, bert,
                                       data[name], os.path.join(args.work_dir, f"select_{name}"))
             tables[OPTIMIZER] = metric_table(selection, METRIC[name])
@@ -204,7 +195,7 @@ def main() -> None:
             run_transformers_grid(task, LEARNING_RATES, SEEDS[name], METRIC[name], data,
                                   args.work_dir, tables.setdefault("transformers", {}), save)
     save()
-    finetune.log(f"report: {os.path.join(args.output_dir, 'paper_selection.md')}")
+    log(f"report: {report}.md")
 
 
 if __name__ == "__main__":

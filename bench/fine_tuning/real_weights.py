@@ -46,21 +46,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import shutil
-import sys
 import time
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, REPO_ROOT)
-from bench.fine_tuning import report  # noqa: E402
-from bench.fine_tuning.runs import (MODEL_SIZE, TASKS, FineTuneTask, bert_dir,  # noqa: E402
-                                    hf_model_dir, log, prepare_data, real_token_counts,
-                                    run_squad_this_project, run_squad_transformers,
-                                    run_this_project, run_transformers)
-from bench.machine import machine_description, machine_label  # noqa: E402
-from utils.output_files import write_text_atomically  # noqa: E402
+from bench.fine_tuning import report
+from bench.fine_tuning.runs import (MODEL_SIZE, TASKS, FineTuneTask, bert_dir, hf_model_dir,
+                                    prepare_data, real_token_counts, run_squad_this_project,
+                                    run_squad_transformers, run_this_project, run_transformers)
+from bench.support import (log, machine_description, machine_label, read_json, results_dir,
+                           shared_data_dir, write_json)
 
 FRAMEWORKS = ("this_project", "transformers")
 TIMING = "timing"  # the seed field of a timing run
@@ -108,13 +103,11 @@ def machine_table(results: dict) -> dict:
 def measure_peak() -> dict:
     """This machine's float32 matmul GFLOP/s, TensorFlow and PyTorch alternated in their own
     processes, as the speed benchmark measures it (`bench.speed.run_benchmarks.measure_peak`)."""
-    import multiprocessing
     import tempfile
     from bench.speed.run_benchmarks import Worker, measure_peak as alternated_peak
-    context = multiprocessing.get_context("spawn")
     scratch_dir = tempfile.mkdtemp(prefix="bert_peak_")
     load_before = os.getloadavg()[0]
-    workers = [Worker(key, context, scratch_dir) for key in ("this_project", "transformers")]
+    workers = [Worker(key, scratch_dir) for key in ("this_project", "transformers")]
     try:
         rows = alternated_peak(workers, ["float32"])
     finally:
@@ -140,17 +133,6 @@ def add_token_counts(results: dict, data: dict, vocab_file: str) -> None:
         log(f"{task.name}: {counts.sequences} training sequences, {counts.tokens} real tokens")
 
 
-def _save(results: dict, path: str) -> None:
-    write_text_atomically(path, json.dumps(results, indent=1, sort_keys=True) + "\n")
-
-
-def _load(path: str) -> dict:
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    return {"runs": {}}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", default=",".join(TASKS),
@@ -160,11 +142,9 @@ def main() -> None:
                         help="The accuracy runs (seeds), this machine's timing runs, or both.")
     parser.add_argument("--work_dir", default="/tmp/bert_finetune_bench",
                         help="Model, data subsets and the runs' outputs and logs.")
-    parser.add_argument("--output_dir", default=os.path.join(REPO_ROOT, "bench", "results",
-                                                             "fine_tuning"),
+    parser.add_argument("--output_dir", default=results_dir("fine_tuning"),
                         help="Where finetune_results.{json,md,png} go.")
-    parser.add_argument("--shared_data", default=os.environ.get(
-        "BERT_SHARED_DATA", os.path.join(os.path.dirname(REPO_ROOT), "shared", "data")))
+    parser.add_argument("--shared_data", default=shared_data_dir())
     parser.add_argument("--report_only", action="store_true")
     args = parser.parse_args()
     task_names = args.tasks.split(",")
@@ -172,7 +152,7 @@ def main() -> None:
     if unknown:
         parser.error(f"--tasks: unknown {', '.join(unknown)}; known: {', '.join(TASKS)}")
     results_path = os.path.join(args.output_dir, "finetune_results.json")
-    results = _load(results_path)
+    results = read_json(results_path, {"runs": {}})
     drop_stale_runs(results)
     squad = runs_table(results, TIMING)
     if run_key("squad_predict", "transformers", TIMING) not in squad and not os.path.exists(
@@ -191,7 +171,7 @@ def main() -> None:
             log(f"no real-token counts (no MFU figures) without the data: {error}")
         else:
             add_token_counts(results, data, os.path.join(hf_model_dir(), "vocab.txt"))
-            _save(results, results_path)
+            write_json(results_path, results, sort_keys=True)
     report.write_report(results, TASKS, args.output_dir, MODEL_SIZE)
     log(f"report: {os.path.join(args.output_dir, 'finetune_results.md')}")
 
@@ -252,7 +232,7 @@ def _run_all(args, todo: list[tuple[str, str, int | str]], results: dict,
             result.update(peak_gflops=report.peak_gflops(peak["rows"]),
                           peak_load_average=peak["load_average"])
         runs_table(results, seed)[run_key(task_name, framework, seed)] = result
-        _save(results, results_path)
+        write_json(results_path, results, sort_keys=True)
         report.write_report(results, TASKS, args.output_dir, MODEL_SIZE)
         elapsed = time.monotonic() - start
         shown = ", ".join(f"{m} {result[m]:.4f}" for m in TASKS[task_name].metrics if m in result)

@@ -6,7 +6,7 @@ import statistics
 
 from bench.profile.useful_flops import (MINILM_L6_H384, EncoderSize, TokenCounts, training_flops,
                                         utilisation)
-from utils.output_files import write_text_atomically
+from bench.support import write_text
 
 FRAMEWORKS = ("this_project", "transformers")
 _NAMES = {"mrpc": "MRPC", "rte": "RTE", "stsb": "STS-B", "cola": "CoLA", "sst2": "SST-2",
@@ -219,6 +219,5 @@ def plot(results: dict, tasks: dict, path: str) -> bool:
 
 def write_report(results: dict, tasks: dict, output_dir: str,
                  size: EncoderSize = MINILM_L6_H384) -> None:
-    write_text_atomically(os.path.join(output_dir, "finetune_results.md"),
-                          markdown(results, tasks, size))
+    write_text(os.path.join(output_dir, "finetune_results.md"), markdown(results, tasks, size))
     plot(results, tasks, os.path.join(output_dir, "finetune_results.png"))

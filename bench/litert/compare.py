@@ -37,17 +37,14 @@ import time
 
 import numpy as np
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, REPO_ROOT)
-from bench.fine_tuning import runs as finetune  # noqa: E402
-from bench.speed.sentence_embeddings import cosine, spearman  # noqa: E402
-from bench.litert.report import report  # noqa: E402
-from bench.litert.sides import (MAX_SEQ_LENGTH, MODELS, SIGNATURES, dev_set,  # noqa: E402
-                                litert_side, saved_model_side, tokenized_alike,
-                                transformers_side)
-from bench.machine import machine_description  # noqa: E402
-from serving.litert import QUANTIZATIONS  # noqa: E402
-from utils.output_files import write_text_atomically  # noqa: E402
+from bench.fine_tuning import runs as finetune
+from bench.litert.report import report
+from bench.litert.sides import (MAX_SEQ_LENGTH, MODELS, SIGNATURES, dev_set, litert_side,
+                                saved_model_side, tokenized_alike, transformers_side)
+from bench.speed.sentence_embeddings import cosine, spearman
+from bench.support import (isa_flags, log, machine_description, read_json, results_dir,
+                           run_logged, shared_data_dir, write_json, write_text)
+from serving.litert import QUANTIZATIONS
 
 SEED = 1
 
@@ -66,7 +63,7 @@ def prepare_model(name: str, work_dir: str, shared_data: str) -> str:
     if not os.path.isfile(os.path.join(output_dir, "eval_results.txt")):
         data = finetune.prepare_data(shared_data, work_dir)
         os.makedirs(run_dir, exist_ok=True)
-        finetune.log(f"fine-tuning {name} with run_classifier.py (log {run_dir}/run.log)")
+        log(f"fine-tuning {name} with run_classifier.py (log {run_dir}/run.log)")
         if os.path.isdir(output_dir):  # an interrupted run: start again
             subprocess.run(["rm", "-rf", output_dir], check=True)
         finetune.run_this_project(finetune.TASKS[name], SEED, bert, data, run_dir)
@@ -78,16 +75,15 @@ def export(name: str, model_dir: str, work_dir: str, fmt: str, quantize: str = "
     label = fmt if fmt != "litert" else f"litert_{quantize}"
     output = os.path.join(work_dir, "exports", name, label)
     if not os.path.isdir(output):
-        finetune.log(f"exporting {name} as {label}")
+        log(f"exporting {name} as {label}")
         log_path = os.path.join(work_dir, "exports", f"{name}_{label}.log")
         os.makedirs(os.path.dirname(log_path), exist_ok=True)
         # A fine-tuned model's folder has no vocab.txt: the one it was fine-tuned with.
         vocab = [] if name == "encoder" else [
             f"--vocab_file={finetune.bert_dir(work_dir, finetune.hf_model_dir())}/vocab.txt"]
-        finetune.run_logged([sys.executable, "export_savedmodel.py",
-                             f"--input={model_dir}", f"--output={output}",
-                             f"--max_seq_length={MAX_SEQ_LENGTH}", f"--format={fmt}",
-                             f"--quantize={quantize}", *vocab], log_path)
+        run_logged([sys.executable, "export_savedmodel.py", f"--input={model_dir}",
+                    f"--output={output}", f"--max_seq_length={MAX_SEQ_LENGTH}", f"--format={fmt}",
+                    f"--quantize={quantize}", *vocab], log_path)
     return output
 
 
@@ -96,10 +92,10 @@ def hf_classifier_dir(name: str, model_dir: str, work_dir: str) -> str:
     output = os.path.join(work_dir, "hf", name)
     if not os.path.isdir(output):
         bert = finetune.bert_dir(work_dir, finetune.hf_model_dir())
-        finetune.run_logged([sys.executable, "convert_checkpoint.py",
-                             f"--input={os.path.join(model_dir, 'model.ckpt')}",
-                             f"--vocab_file={bert}/vocab.txt", f"--output={output}", "--to=hf"],
-                            os.path.join(work_dir, f"hf_{name}.log"))
+        run_logged([sys.executable, "convert_checkpoint.py",
+                    f"--input={os.path.join(model_dir, 'model.ckpt')}",
+                    f"--vocab_file={bert}/vocab.txt", f"--output={output}", "--to=hf"],
+                   os.path.join(work_dir, f"hf_{name}.log"))
     return output
 
 
@@ -122,7 +118,7 @@ def timed_rounds(sides: dict, inputs: list[list[str]], batch_size: int, latency_
     one = [texts[:1] for texts in inputs]
     for name, run in sides.items():  # warm-up, and the outputs compared
         run(*one)
-        finetune.log(f"  {name}: dev set")
+        log(f"  {name}: dev set")
         outputs[name] = np.concatenate([run(*batch) for batch in batches(inputs, batch_size)])
     times = {name: {"latency": [], "dev_set": []} for name in sides}
     order = list(sides)
@@ -137,7 +133,7 @@ def timed_rounds(sides: dict, inputs: list[list[str]], batch_size: int, latency_
             for batch in batches(inputs, batch_size):
                 sides[name](*batch)
             times[name]["dev_set"].append(time.perf_counter() - start)
-        finetune.log(f"  round {index + 1}/{rounds}: " + ", ".join(
+        log(f"  round {index + 1}/{rounds}: " + ", ".join(
             f"{name} {times[name]['dev_set'][-1]:.1f} s" for name in order))
     return outputs, times
 
@@ -177,8 +173,8 @@ def measure(name: str, args) -> dict:
         hf_dir, name)
     dev = dev_set(name, args.shared_data)
     alike = tokenized_alike(dev["inputs"], os.path.join(hf_dir, "vocab.txt"))
-    finetune.log(f"{name}: {len(dev['inputs'][0])} dev examples ({(~alike).sum()} tokenized "
-                 f"otherwise by FastBertTokenizer), sides {', '.join(sides)}")
+    log(f"{name}: {len(dev['inputs'][0])} dev examples ({(~alike).sum()} tokenized "
+        f"otherwise by FastBertTokenizer), sides {', '.join(sides)}")
     load_before = os.getloadavg()
     outputs, times = timed_rounds(sides, dev["inputs"], args.batch_size, args.latency_calls,
                                   args.rounds)
@@ -217,11 +213,6 @@ def _label_list(model_dir: str) -> list[str]:
         return json.load(f)["labels"]
 
 
-def _cpu_flags() -> list[str]:
-    out = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
-    return sorted({flag for flag in ("amx_bf16", "avx512_bf16", "avx2") if f" {flag}" in out})
-
-
 def _set_threads(threads: int) -> None:
     """TensorFlow's and PyTorch's thread pools, before either runs an op."""
     # pylint: disable=import-outside-toplevel
@@ -237,9 +228,8 @@ def main() -> None:
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--quantizations", default=",".join(QUANTIZATIONS))
     parser.add_argument("--work_dir", default="/tmp/bench_litert")
-    parser.add_argument("--shared_data", default=os.environ.get(
-        "BERT_SHARED_DATA", os.path.join(os.path.dirname(REPO_ROOT), "shared", "data")))
-    parser.add_argument("--results", default=os.path.join(REPO_ROOT, "bench", "results", "litert",
+    parser.add_argument("--shared_data", default=shared_data_dir())
+    parser.add_argument("--results", default=os.path.join(results_dir("litert"),
                                                           "litert_results.json"))
     parser.add_argument("--batch_size", type=int, default=64)
     parser.add_argument("--latency_calls", type=int, default=30)
@@ -255,20 +245,18 @@ def main() -> None:
     args = parser.parse_args()
     args.quantizations = args.quantizations.split(",")
     _set_threads(args.threads)
-    results = {"models": {}}
-    if os.path.isfile(args.results):
-        with open(args.results, encoding="utf-8") as f:
-            results = json.load(f)
+    results = read_json(args.results, {"models": {}})
     if not args.report_only:
         for name in args.models.split(","):
             if name in results["models"] and not args.remeasure:
                 continue
             results["models"][name] = measure(name, args)
-            results.update(machine=machine_description(), cpu_flags=_cpu_flags())
-            write_text_atomically(args.results, json.dumps(results, indent=1) + "\n")
+            results.update(machine=machine_description(),
+                           cpu_flags=sorted(isa_flags(("amx_bf16", "avx512_bf16", "avx2"))))
+            write_json(args.results, results)
     text = report(results)
-    write_text_atomically(os.path.splitext(args.results)[0] + ".md",
-                          "# LiteRT models against the SavedModel and transformers\n\n" + text + "\n")
+    write_text(os.path.splitext(args.results)[0] + ".md",
+               "# LiteRT models against the SavedModel and transformers\n\n" + text + "\n")
     print(text)
 
 

@@ -20,18 +20,15 @@ then with, seed by seed) gives a complete pair first. Accuracy runs may share th
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shutil
 import statistics
 import sys
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, REPO_ROOT)
-from bench.fine_tuning import runs as finetune  # noqa: E402
-from bench.machine import machine_description, machine_label  # noqa: E402
-from utils.output_files import write_text_atomically  # noqa: E402
+from bench.fine_tuning import runs as finetune
+from bench.support import (log, machine_description, machine_label, read_json, results_dir,
+                           run_logged, shared_data_dir, write_report)
 
 TASK = finetune.TASKS["conll2003"]
 SETTINGS = (("sentence", []), ("document_context", ["--document_context"]))
@@ -54,9 +51,9 @@ def run_one(setting: str, seed: int, bert: str, data_dir: str, work_dir: str) ->
     log_path = os.path.join(run_dir, "run.log")
     if not os.path.exists(os.path.join(output, "test_results.txt")):
         os.makedirs(run_dir, exist_ok=True)
-        finetune.log(f"run_ner.py, {setting}, seed {seed} (log {log_path})")
+        log(f"run_ner.py, {setting}, seed {seed} (log {log_path})")
         flags = finetune.common_flags(bert, TASK, seed, output)
-        finetune.run_logged([
+        run_logged([
             sys.executable, "run_ner.py", f"--data_dir={data_dir}", "--do_train", "--do_eval",
             "--do_predict", *flags, *dict(SETTINGS)[setting],
             f"--eval_batch_size={finetune.EVAL_BATCH_SIZE}",
@@ -116,26 +113,19 @@ def report_markdown(results: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work_dir", default="/tmp/bert_ner_context_bench")
-    parser.add_argument("--output_dir", default=os.path.join(REPO_ROOT, "bench", "results",
-                                                             "ner_document_context"))
+    parser.add_argument("--output_dir", default=results_dir("ner_document_context"))
     parser.add_argument("--seeds", default="1,2", help="Comma-separated seeds.")
-    parser.add_argument("--shared_data", default=os.environ.get(
-        "BERT_SHARED_DATA", os.path.join(os.path.dirname(REPO_ROOT), "shared", "data")))
+    parser.add_argument("--shared_data", default=shared_data_dir())
     parser.add_argument("--report_only", action="store_true")
     args = parser.parse_args()
     seeds = [int(seed) for seed in args.seeds.split(",")]
-    path = os.path.join(args.output_dir, "ner_document_context.json")
-    results = {"runs": {}}
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            results = json.load(f)
+    report = os.path.join(args.output_dir, "ner_document_context")
+    results = read_json(report + ".json", {"runs": {}})
 
     def save() -> None:
         results["summary"] = summarize(results["runs"])
         results["machine"] = machine_description()
-        write_text_atomically(path, json.dumps(results, indent=1, sort_keys=True) + "\n")
-        write_text_atomically(os.path.join(args.output_dir, "ner_document_context.md"),
-                              report_markdown(results))
+        write_report(report, results, report_markdown(results), sort_keys=True)
 
     if not args.report_only:
         os.makedirs(args.work_dir, exist_ok=True)
@@ -147,12 +137,11 @@ def main() -> None:
             for setting, _ in SETTINGS:
                 run = run_one(setting, seed, bert, data_dir, args.work_dir)
                 results["runs"].setdefault(setting, {})[str(seed)] = run
-                finetune.log(f"{setting} seed {seed}: dev F1 {run['dev_f1']:.4f}, test F1 "
-                             f"{run['test_f1']:.4f}, "
-                             f"{run['train_seconds'] / 60:.0f} min of training")
+                log(f"{setting} seed {seed}: dev F1 {run['dev_f1']:.4f}, test F1 "
+                    f"{run['test_f1']:.4f}, {run['train_seconds'] / 60:.0f} min of training")
                 save()
     save()
-    finetune.log(f"report: {os.path.join(args.output_dir, 'ner_document_context.md')}")
+    log(f"report: {report}.md")
 
 
 if __name__ == "__main__":

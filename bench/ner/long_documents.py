@@ -35,14 +35,12 @@ import os
 import re
 import sys
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, REPO_ROOT)
-from bench.fine_tuning import runs as finetune  # noqa: E402
-from bench.machine import machine_description  # noqa: E402
-from data import tokenization  # noqa: E402
-from data.ner import conll, metrics as ner_metrics  # noqa: E402
-from tasks.ner import tagging_stride  # noqa: E402
-from utils.output_files import write_text_atomically  # noqa: E402
+from bench.fine_tuning import runs as finetune
+from bench.support import (log, machine_description, results_dir, run_logged, shared_data_dir,
+                           write_report, write_text)
+from data import tokenization
+from data.ner import conll, metrics as ner_metrics
+from tasks.ner import tagging_stride
 
 MAX_SEQ_LENGTH = 128
 LONGEST = 512  # the model's max_position_embeddings
@@ -60,9 +58,9 @@ def train_model(work_dir: str, shared_data: str, epochs: int) -> str:
     bert = finetune.bert_dir(work_dir, hf_dir)
     data = finetune.prepare_data(shared_data, work_dir)
     task = dataclasses.replace(finetune.TASKS["conll2003"], num_epochs=epochs)
-    finetune.log(f"fine-tuning on CoNLL-2003 for {epochs} epochs (log {run_dir}/run.log)")
+    log(f"fine-tuning on CoNLL-2003 for {epochs} epochs (log {run_dir}/run.log)")
     result = finetune.run_this_project(task, 1, bert, data, run_dir)
-    finetune.log(f"dev F1 {result['eval_f1']:.4f}")
+    log(f"dev F1 {result['eval_f1']:.4f}")
     return output
 
 
@@ -83,11 +81,10 @@ def predict(model: str, lines: list[str], work_dir: str, name: str,
     """predict_text.py --task=ner over the lines; each line's tags."""
     input_file = os.path.join(work_dir, f"{name}.txt")
     output_file = os.path.join(work_dir, f"{name}.jsonl")
-    write_text_atomically(input_file, "".join(line + "\n" for line in lines))
-    finetune.run_logged([sys.executable, "predict_text.py", "--task=ner",
-                         f"--model={model}", f"--input_file={input_file}",
-                         f"--output_file={output_file}", f"--max_seq_length={max_seq_length}"],
-                        os.path.join(work_dir, f"{name}.log"))
+    write_text(input_file, "".join(line + "\n" for line in lines))
+    run_logged([sys.executable, "predict_text.py", "--task=ner", f"--model={model}",
+                f"--input_file={input_file}", f"--output_file={output_file}",
+                f"--max_seq_length={max_seq_length}"], os.path.join(work_dir, f"{name}.log"))
     with open(output_file, encoding="utf-8") as f:
         return [json.loads(line)["tags"] for line in f]
 
@@ -130,9 +127,8 @@ def transformers_word_types(model: str, work_dir: str, texts: list[str],
     from transformers import AutoTokenizer, pipeline  # pylint: disable=import-outside-toplevel
     hf_dir = os.path.join(work_dir, "conll2003_hf")
     if not os.path.isfile(os.path.join(hf_dir, "config.json")):
-        finetune.run_logged([sys.executable, "convert_checkpoint.py",
-                             f"--input={model}", f"--output={hf_dir}", "--to=hf"],
-                            os.path.join(work_dir, "convert_hf.log"))
+        run_logged([sys.executable, "convert_checkpoint.py", f"--input={model}",
+                    f"--output={hf_dir}", "--to=hf"], os.path.join(work_dir, "convert_hf.log"))
     tokenizer = AutoTokenizer.from_pretrained(hf_dir, model_max_length=MAX_SEQ_LENGTH)
     stride = MAX_SEQ_LENGTH - 2 - tagging_stride(MAX_SEQ_LENGTH, None)  # the same overlap
     tagger = pipeline("token-classification", model=hf_dir, tokenizer=tokenizer,
@@ -176,7 +172,7 @@ def measure(model: str, documents: list[list[conll.ConllSentence]], work_dir: st
     sentences = [[token.word for token in s.tokens] for document in documents for s in document]
     doc_words = [[token.word for s in document for token in s.tokens] for document in documents]
     words = sum(map(len, doc_words))
-    finetune.log(f"{len(documents)} test documents, {len(sentences)} sentences, {words} words")
+    log(f"{len(documents)} test documents, {len(sentences)} sentences, {words} words")
     sentence_tags = predict(model, [" ".join(s) for s in sentences], work_dir, "sentences")
     document_tags = predict(model, [" ".join(w) for w in doc_words], work_dir, "documents")
     # Windows alone, without the change of context: the documents that fit in one sequence of
@@ -188,8 +184,8 @@ def measure(model: str, documents: list[list[conll.ConllSentence]], work_dir: st
                     "documents_whole", LONGEST)
     same_whole = same_count(whole, [document_tags[i] for i in fitting])
     fitting_words = sum(len(doc_words[i]) for i in fitting)
-    finetune.log(f"{len(fitting)} documents in one sequence of {LONGEST} against windows: "
-                 f"{same_whole}/{fitting_words} words the same tag")
+    log(f"{len(fitting)} documents in one sequence of {LONGEST} against windows: "
+        f"{same_whole}/{fitting_words} words the same tag")
     # The documents' tags cut back into their sentences, for the F1 against the gold tags.
     sentence_lengths = iter(map(len, sentences))
     document_sentence_tags = []
@@ -202,7 +198,7 @@ def measure(model: str, documents: list[list[conll.ConllSentence]], work_dir: st
     differing, whole_as_windows, whole_as_sentences = whole_document_sides(
         [sentence_by_document[i] for i in fitting], [document_tags[i] for i in fitting], whole)
     same = same_count(sentence_by_document, document_tags)
-    finetune.log(f"documents against sentences: {same}/{words} words the same tag")
+    log(f"documents against sentences: {same}/{words} words the same tag")
     ours = [[entity_type(tag) for tag in tags] for tags in document_tags]
     hf_types = transformers_word_types(model, work_dir, [" ".join(w) for w in doc_words],
                                        doc_words)
@@ -228,16 +224,15 @@ def measure(model: str, documents: list[list[conll.ConllSentence]], work_dir: st
     script_tags = run_ner_test_tags(model, documents)
     if script_tags is not None:
         result["same_tag_as_run_ner_test"] = same_count(document_tags, script_tags) / words
-        finetune.log(f"documents against run_ner.py's test predictions: "
-                     f"{100 * result['same_tag_as_run_ner_test']:.2f}% of words the same tag")
+        log(f"documents against run_ner.py's test predictions: "
+            f"{100 * result['same_tag_as_run_ner_test']:.2f}% of words the same tag")
     return result
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work_dir", default="/tmp/bert_ner_documents_bench")
-    parser.add_argument("--output_dir", default=os.path.join(REPO_ROOT, "bench", "results",
-                                                             "ner_long_documents"))
+    parser.add_argument("--output_dir", default=results_dir("ner_long_documents"))
     parser.add_argument("--epochs", type=int, default=finetune.TASKS["conll2003"].num_epochs)
     parser.add_argument("--model", help="A run_ner.py output folder to use instead of training "
                         "one (e.g. bench/ner/document_context.py's, trained with "
@@ -246,8 +241,7 @@ def main() -> None:
                         "its path).")
     parser.add_argument("--report_name", default="ner_long_documents",
                         help="The report's file names in --output_dir (.json, .md).")
-    parser.add_argument("--shared_data", default=os.environ.get(
-        "BERT_SHARED_DATA", os.path.join(os.path.dirname(REPO_ROOT), "shared", "data")))
+    parser.add_argument("--shared_data", default=shared_data_dir())
     args = parser.parse_args()
     os.makedirs(args.work_dir, exist_ok=True)
     model = args.model or train_model(args.work_dir, args.shared_data, args.epochs)
@@ -258,9 +252,8 @@ def main() -> None:
     with open(os.path.join(model, "eval_results.txt"), encoding="utf-8") as f:
         result["dev"] = {k: float(v) for k, v in (l.strip().split(" = ") for l in f if " = " in l)}
     report = os.path.join(args.output_dir, args.report_name)
-    write_text_atomically(report + ".json", json.dumps(result, indent=1, sort_keys=True) + "\n")
-    write_text_atomically(report + ".md", report_markdown(result))
-    finetune.log(f"report: {report}.md")
+    write_report(report, result, report_markdown(result), sort_keys=True)
+    log(f"report: {report}.md")
 
 
 def report_markdown(result: dict) -> str:

@@ -44,10 +44,10 @@ import time
 
 import numpy as np
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, REPO_ROOT)
-from bench.profile import ops  # noqa: E402
-from bench.profile.useful_flops import BERT_BASE, MINILM_L6_H384, training_flops  # noqa: E402
+from bench.profile import ops
+from bench.profile.useful_flops import BERT_BASE, MINILM_L6_H384, training_flops
+from bench.support import (REPO_ROOT, machine_description, read_json, results_dir,
+                           shared_data_dir, write_report)
 
 BATCH, MAX_LENGTH = 32, 128
 MODELS = {"bert_base": (BERT_BASE, "gelu", 12), "minilm": (MINILM_L6_H384, "gelu_exact", 12)}
@@ -266,10 +266,8 @@ def measure_memory(cases: list[str], steps: int, repeats: int, args) -> dict:
 
 def main() -> None:
     from bench.profile import report
-    from bench.machine import machine_description
-    from utils.output_files import write_text_atomically
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    shared = os.path.join(os.path.dirname(REPO_ROOT), "shared", "data")
+    shared = shared_data_dir()
     parser.add_argument("--cases", default=None, help="Comma-separated model/data cases.")
     parser.add_argument("--memory", action="store_true", help="Peak memory instead of the profile.")
     parser.add_argument("--rounds", type=int, default=None,
@@ -280,19 +278,15 @@ def main() -> None:
     parser.add_argument("--memory_case", help=argparse.SUPPRESS)  # one fresh process's case
     parser.add_argument("--glue_dir", default=os.path.join(shared, "glue"))
     parser.add_argument("--vocab_file", default=os.path.join(shared, "vocab", "uncased_vocab.txt"))
-    parser.add_argument("--output_dir", default=os.path.join(REPO_ROOT, "bench", "results",
-                                                             "training_step_profile"))
+    parser.add_argument("--output_dir", default=results_dir("training_step_profile"))
     args = parser.parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if args.memory_case:
         print(json.dumps(memory_of(args.memory_case, args.memory_steps, args.glue_dir,
                                    args.vocab_file)))
         return
-    path = os.path.join(args.output_dir, "profile_results.json")
-    results = {}
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            results = json.load(f)
+    stem = os.path.join(args.output_dir, "profile_results")
+    results = read_json(stem + ".json", {})
     cases = args.cases.split(",") if args.cases else list(
         MEMORY_CASES if args.memory else PROFILE_CASES)
     command = "python -m bench.profile.training_step " + " ".join(sys.argv[1:])
@@ -308,9 +302,7 @@ def main() -> None:
                                                args.vocab_file)
             print(report.profile_table({case: part["cases"][case]}), flush=True)
         results["profile"] = part
-    write_text_atomically(path, json.dumps(results, indent=1) + "\n")
-    write_text_atomically(os.path.join(args.output_dir, "profile_results.md"),
-                          report.markdown(results))
+    write_report(stem, results, report.markdown(results))
     print(report.markdown(results))
 
 

@@ -11,9 +11,10 @@ the project's keys) -> {"wall_s", "cpu_s"}; ("stop",). Errors come back as {"err
 """
 from __future__ import annotations
 
-import multiprocessing
 import time
 import traceback
+
+from bench.support import SpawnedProcess
 
 
 def _serve(connection) -> None:
@@ -52,29 +53,14 @@ def _serve(connection) -> None:
         connection.send(reply)
 
 
-class TransformersStep:
+class TransformersStep(SpawnedProcess):
     """The driver's end: a spawned process holding transformers' model and optimizer."""
 
     def __init__(self, sizes: dict, num_labels: int):
-        context = multiprocessing.get_context("spawn")
-        self.connection, child = context.Pipe()
-        self.process = context.Process(target=_serve, args=(child,), daemon=True)
-        self.process.start()
-        self._ask("build", sizes, num_labels)
-
-    def _ask(self, *message) -> dict:
-        self.connection.send(message)
-        reply = self.connection.recv()
-        if "error" in reply:
-            raise RuntimeError(f"transformers' step failed on {message[0]}:\n{reply['error']}")
-        return reply
+        super().__init__("transformers' step", _serve)
+        self.ask("build", sizes, num_labels)
 
     def step(self, batch: dict) -> tuple[float, float]:
         """(wall, CPU) seconds of one training step on `batch`."""
-        reply = self._ask("step", batch)
+        reply = self.ask("step", batch)
         return reply["wall_s"], reply["cpu_s"]
-
-    def stop(self) -> None:
-        if self.process.is_alive():
-            self.connection.send(("stop",))
-        self.process.join(timeout=60)

@@ -12,14 +12,11 @@ Each module imports its framework lazily: a worker process imports only its own.
 from __future__ import annotations
 
 import os
-import sys
 from typing import Callable
 
 import numpy as np
 
 from bench.speed.cases import MAX_PREDICTIONS_PER_SEQ, VOCAB_SIZE, Case, ModelSize
-
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def synthetic_batch(case: Case, seed: int = 0) -> dict[str, np.ndarray]:
@@ -43,7 +40,6 @@ def synthetic_batch(case: Case, seed: int = 0) -> dict[str, np.ndarray]:
 
 def bert_config(model: ModelSize):
     """This project's `BertConfig` of a benchmark model: its sizes, the original's defaults."""
-    sys.path.insert(0, REPO_ROOT)
     from modeling.config import BertConfig
     return BertConfig(vocab_size=VOCAB_SIZE, hidden_size=model.hidden_size,
                       num_hidden_layers=model.num_layers, num_attention_heads=model.num_heads,
@@ -62,7 +58,6 @@ class ThisProject:
     jit_compile: bool | None = None
 
     def build(self, case: Case, workdir: str) -> Callable[[], object]:
-        sys.path.insert(0, REPO_ROOT)
         import keras
         import tensorflow as tf
         from modeling.models.encoder import ENCODER_INPUTS, BertEncoder

@@ -29,19 +29,15 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import os
 import sys
 import tempfile
 
 import numpy as np
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, REPO_ROOT)
-from bench.speed.sentence_embeddings import BATCH, speeds  # noqa: E402
-from bench.fine_tuning.runs import hf_model_dir  # noqa: E402
-from bench.machine import machine_description, machine_label  # noqa: E402
-from utils.output_files import write_text_atomically  # noqa: E402
+from bench.fine_tuning.runs import hf_model_dir
+from bench.speed.sentence_embeddings import BATCH, speeds
+from bench.support import SHARED, machine_description, machine_label, results_dir, write_json
 
 MASK = "[MASK]"
 TOP_K = 5
@@ -143,13 +139,12 @@ def compare(name: str, shared: str, sentences: list[str], work_dir: str) -> dict
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    shared = os.path.join(os.path.dirname(REPO_ROOT), "shared")
-    parser.add_argument("--shared", default=shared, help="The shared fixtures and data.")
+    parser.add_argument("--shared", default=str(SHARED), help="The shared fixtures and data.")
     parser.add_argument("--models", default=",".join(MODELS),
                         help=f"Comma-separated checkpoints, among {', '.join(MODELS)}.")
     parser.add_argument("--sentences", type=int, default=200,
                         help="Sentences with one [MASK], and as many with two.")
-    parser.add_argument("--output", default=os.path.join(REPO_ROOT, "bench", "results", "fill_mask",
+    parser.add_argument("--output", default=os.path.join(results_dir("fill_mask"),
                                                          "fill_mask_results.json"))
     args = parser.parse_args()
     names = args.models.split(",")
@@ -168,8 +163,7 @@ def main() -> None:
          f"with one [MASK], {args.sentences} with two)"]
         + [result["table"] for result in results.values()])
     print(table)
-    write_text_atomically(args.output, json.dumps(
-        {"machine": machine, "models": results, "table": table}, indent=1) + "\n")
+    write_json(args.output, {"machine": machine, "models": results, "table": table})
 
 
 if __name__ == "__main__":

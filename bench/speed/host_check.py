@@ -31,10 +31,8 @@ import subprocess
 import sys
 import time
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, REPO_ROOT)
-from bench.machine import machine_description, machine_label  # noqa: E402
-from utils.output_files import write_text_atomically  # noqa: E402
+from bench.support import (REPO_ROOT, machine_description, machine_label, read_json, results_dir,
+                           write_json, write_text)
 
 FRAMEWORKS = ("tensorflow", "torch")
 # (m, k, n, first operand transposed): [tokens, H] x [H, I], [tokens, I] x [I, H], and the
@@ -229,8 +227,8 @@ def main() -> None:
     parser.add_argument("--host", help="This host's label in the results (required to measure).")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=20, help="Timed calls per process.")
-    parser.add_argument("--results", default=os.path.join(
-        REPO_ROOT, "bench", "results", "host_check", "host_check_results.json"))
+    parser.add_argument("--results", default=os.path.join(results_dir("host_check"),
+                                                          "host_check_results.json"))
     parser.add_argument("--report_only", action="store_true")
     parser.add_argument("--child", choices=FRAMEWORKS, help=argparse.SUPPRESS)
     parser.add_argument("--child_mode", choices=("rates", "isa"), help=argparse.SUPPRESS)
@@ -241,18 +239,15 @@ def main() -> None:
         else:
             print(json.dumps(child_rates(args.child, args.repeats)))
         return
-    results = {}
-    if os.path.exists(args.results):
-        with open(args.results, encoding="utf-8") as f:
-            results = json.load(f)
+    results = read_json(args.results, {})
     if not args.report_only:
         if not args.host:
             parser.error("--host is required to measure (a label for this host)")
         results[args.host] = measure(args.rounds, args.repeats)
-        write_text_atomically(args.results, json.dumps(results, indent=1) + "\n")
+        write_json(args.results, results)
     if not results:
         parser.error(f"no results in {args.results}")
-    write_text_atomically(os.path.splitext(args.results)[0] + ".md", report(results))
+    write_text(os.path.splitext(args.results)[0] + ".md", report(results))
     print(report(results))
 
 

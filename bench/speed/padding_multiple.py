@@ -16,15 +16,13 @@ Prints the table and writes it, with the per-length times, to --output (JSON).
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import sys
 import time
 
 import numpy as np
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, REPO_ROOT)
+from bench.support import (machine_description, machine_label, results_dir, shared_data_dir,
+                           write_json)
 
 MULTIPLES = (1, 4, 8, 16, 32, 128)
 # Each task's training folder in ../shared/data/glue (the re-split train where the official one
@@ -39,7 +37,6 @@ def step_times(lengths: range, repeats: int) -> tuple[dict[int, float], dict]:
     import keras
     import tensorflow as tf
 
-    from bench.machine import machine_description
     from modeling import losses
     from modeling.config import BertConfig
     from modeling.models.task_models import BertClassifier
@@ -109,16 +106,16 @@ def epoch_seconds(batch_lengths: np.ndarray, times: dict[int, float], multiple: 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    shared = os.path.join(os.path.dirname(REPO_ROOT), "shared", "data")
+    shared = shared_data_dir()
     parser.add_argument("--glue_dir", default=os.path.join(shared, "glue"))
     parser.add_argument("--vocab_file", default=os.path.join(shared, "vocab", "uncased_vocab.txt"))
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--output", default=os.path.join(
-        REPO_ROOT, "bench", "results", "padding_multiple", "padding_multiple_results.json"))
+    parser.add_argument("--output", default=os.path.join(results_dir("padding_multiple"),
+                                                         "padding_multiple_results.json"))
     args = parser.parse_args()
     batch_lengths = task_batch_lengths(args.glue_dir, args.vocab_file)
     times, machine = step_times(range(8, MAX_LENGTH + 1), args.repeats)
-    lines = [f"{machine['cpu']}, {machine['cores']} cores, {', '.join(machine['isa'])}", "",
+    lines = [machine_label(machine), "",
              "| task | " + " | ".join(f"multiple {m}" for m in MULTIPLES) + " |",
              "|---|" + "---|" * len(MULTIPLES)]
     for name, lengths in batch_lengths.items():
@@ -127,8 +124,7 @@ def main() -> None:
             f"{s:.0f} s ({seconds[0] / s:.2f}x)" for s in seconds) + " |")
     table = "\n".join(lines)
     print(table)
-    with open(args.output, "w", encoding="utf-8") as f:
-        json.dump({"machine": machine, "step_seconds": times, "table": table}, f, indent=1)
+    write_json(args.output, {"machine": machine, "step_seconds": times, "table": table})
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ import statistics
 
 from bench.speed.cases import Case, case_flops
 from bench.speed.contenders import CONTENDERS
-from utils.output_files import write_text_atomically
+from bench.support import write_text
 
 _SHORT = {"this_project": "this", "transformers": "HF", "keras_hub": "KerasHub",
           "this_project_xla": "this, XLA", "this_project_no_xla": "this, no XLA"}
@@ -169,7 +169,7 @@ def plot(results: dict, path: str) -> None:
 
 def write(results: dict, output_dir: str) -> None:
     """RESULTS.md and results.png in `output_dir`, each written whole or not at all."""
-    write_text_atomically(os.path.join(output_dir, "RESULTS.md"), markdown(results))
+    write_text(os.path.join(output_dir, "RESULTS.md"), markdown(results))
     temp_path = os.path.join(output_dir, f".results.{os.getpid()}.png")
     try:
         plot(results, temp_path)

@@ -16,7 +16,6 @@ depends.
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import shutil
 import statistics
@@ -30,10 +29,9 @@ from absl import logging
 
 from bench.speed import report
 from bench.speed.cases import MODEL_SIZES, Case, benchmark_cases
-from bench.speed.contenders import CONTENDERS, REPO_ROOT
-from bench.machine import machine_description
+from bench.speed.contenders import CONTENDERS
 from bench.speed.worker import worker_main
-from utils.output_files import write_text_atomically
+from bench.support import SpawnedProcess, machine_description, results_dir, write_json
 
 FLAGS = flags.FLAGS
 flags.DEFINE_bool("quick", False, "Smoke run: the small model at sequence 128, 3 rounds.")
@@ -52,7 +50,7 @@ flags.DEFINE_float("case_seconds", 60.0, "Time budget of the timed rounds of one
 flags.DEFINE_bool("update", False, "Measure only the selected cases and put them in place of the "
                   "same cases in the output folder's results.json, keeping the others.")
 flags.DEFINE_string("output_dir", None, "Where RESULTS.md, results.png and results.json go "
-                    "(default: bench/, --quick: /tmp/bert_speed_quick).")
+                    "(default: bench/results/model_speed/, --quick: /tmp/bert_speed_quick).")
 
 for _name, _allowed in (("models", list(MODEL_SIZES)), ("dtypes", ["float32", "bfloat16"]),
                         ("modes", ["forward", "train"]), ("contenders", list(CONTENDERS))):
@@ -71,20 +69,12 @@ SMALL_PRODUCT_SHAPES = ((128, _SMALL_HIDDEN, _SMALL_HIDDEN), (128, _SMALL_HIDDEN
 SMALL_PRODUCTS_LENGTH = 16
 
 
-class Worker:
-    """The driver's end of one contender's worker process."""
+class Worker(SpawnedProcess):
+    """The driver's end of one contender's worker process (`bench.speed.worker`)."""
 
-    def __init__(self, key: str, context, scratch_dir: str):
+    def __init__(self, key: str, scratch_dir: str):
         self.key = key
-        self.context = context
-        self.scratch_dir = scratch_dir
-        self.start()
-
-    def start(self) -> None:
-        self.connection, child = self.context.Pipe()
-        self.process = self.context.Process(target=worker_main,
-                                            args=(child, self.key, self.scratch_dir), daemon=True)
-        self.process.start()
+        super().__init__(key, worker_main, (key, scratch_dir))
 
     def restart(self) -> None:
         """A fresh process: the only sure way to hand a large model's memory back to the OS."""
@@ -92,18 +82,6 @@ class Worker:
             self.process.terminate()
         self.process.join(timeout=60)
         self.start()
-
-    def ask(self, *message) -> dict:
-        self.connection.send(message)
-        reply = self.connection.recv()
-        if "error" in reply:
-            raise RuntimeError(f"{self.key} failed on {message[0]}:\n{reply['error']}")
-        return reply
-
-    def stop(self) -> None:
-        if self.process.is_alive():
-            self.connection.send(("stop",))
-        self.process.join(timeout=60)
 
 
 def _alternate(workers: list[Worker], rounds: int, message: tuple) -> dict[str, list[dict]]:
@@ -233,15 +211,14 @@ def main(argv):
     models = FLAGS.models or ([SMALL_MODEL] if FLAGS.quick else list(MODEL_SIZES))
     rounds = 3 if FLAGS.quick else FLAGS.rounds
     FLAGS.rounds = rounds
-    output_dir = FLAGS.output_dir or ("/tmp/bert_speed_quick" if FLAGS.quick else os.path.join(
-        REPO_ROOT, "bench", "results", "model_speed"))
+    output_dir = FLAGS.output_dir or ("/tmp/bert_speed_quick" if FLAGS.quick
+                                      else results_dir("model_speed"))
     cases = benchmark_cases(FLAGS.quick, models, FLAGS.dtypes, FLAGS.modes, FLAGS.shapes)
     if FLAGS.update and not os.path.exists(os.path.join(output_dir, "results.json")):
         raise app.UsageError(f"--update: no results.json in {output_dir} to update")
     os.makedirs(output_dir, exist_ok=True)
-    context = multiprocessing.get_context("spawn")
     scratch_dir = tempfile.mkdtemp(prefix="bert_bench_")
-    workers = [Worker(key, context, scratch_dir) for key in FLAGS.contenders]
+    workers = [Worker(key, scratch_dir) for key in FLAGS.contenders]
     start = time.monotonic()
     results = {"machine": machine_description(), "cases": []}
     try:
@@ -265,7 +242,7 @@ def main(argv):
     results["command"] = " ".join(["python -m bench.speed.run_benchmarks", *sys.argv[1:]])
     if FLAGS.update:
         results = _merged(os.path.join(output_dir, "results.json"), results)
-    write_text_atomically(os.path.join(output_dir, "results.json"), json.dumps(results, indent=1))
+    write_json(os.path.join(output_dir, "results.json"), results)
     report.write(results, output_dir)
     logging.info("wrote %s/RESULTS.md and results.png in %.0f s", output_dir,
                  results["total_seconds"])

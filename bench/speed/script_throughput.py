@@ -23,22 +23,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, REPO_ROOT)
-from bench.speed.cases import MAX_PREDICTIONS_PER_SEQ, MODEL_SIZES, Case, ModelSize  # noqa: E402
-from bench.speed.contenders import bert_config  # noqa: E402
-from bench.machine import machine_description, machine_label  # noqa: E402
-from bench.speed.run_benchmarks import Worker  # noqa: E402
-from utils.output_files import write_text_atomically  # noqa: E402
+from bench.speed.cases import MAX_PREDICTIONS_PER_SEQ, MODEL_SIZES, Case, ModelSize
+from bench.speed.contenders import bert_config
+from bench.speed.run_benchmarks import Worker
+from bench.support import (log, machine_description, machine_label, read_json, results_dir,
+                           run_logged, shared_data_dir, write_report)
 
 BATCH_SIZE = 32
 SEQ_LENGTH = 128
@@ -46,29 +41,16 @@ SEQ_LENGTH = 128
 WARMUP_STEPS = 2
 
 
-def _log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
-
-
-def _run(command: list[str], log_path: str) -> None:
-    with open(log_path, "w", encoding="utf-8") as log:
-        code = subprocess.run(command, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT,
-                              check=False).returncode
-    if code:
-        with open(log_path, encoding="utf-8") as log:
-            raise RuntimeError(f"{command[1]} failed ({code}); {log_path}:\n{log.read()[-3000:]}")
-
-
 def pretraining_records(shared_data: str, work_dir: str) -> str:
     """Real pretraining TFRecords of SEQ_LENGTH tokens, made once by create_pretraining_data.py."""
     path = os.path.join(work_dir, f"wikitext2_T{SEQ_LENGTH}.tfrecord")
     if not os.path.exists(path):
-        _run([sys.executable, "create_pretraining_data.py",
-              f"--input_file={shared_data}/wikitext-2-raw/wiki.test.sentences.txt",
-              f"--vocab_file={shared_data}/vocab/uncased_vocab.txt", f"--output_file={path}",
-              f"--max_seq_length={SEQ_LENGTH}",
-              f"--max_predictions_per_seq={MAX_PREDICTIONS_PER_SEQ}", "--dupe_factor=1"],
-             os.path.join(work_dir, "create_pretraining_data.log"))
+        run_logged([sys.executable, "create_pretraining_data.py",
+                    f"--input_file={shared_data}/wikitext-2-raw/wiki.test.sentences.txt",
+                    f"--vocab_file={shared_data}/vocab/uncased_vocab.txt",
+                    f"--output_file={path}", f"--max_seq_length={SEQ_LENGTH}",
+                    f"--max_predictions_per_seq={MAX_PREDICTIONS_PER_SEQ}", "--dupe_factor=1"],
+                   os.path.join(work_dir, "create_pretraining_data.log"))
     return path
 
 
@@ -94,12 +76,12 @@ def run_script(case: Case, steps: int, records: str, config_file: str, run_dir: 
     output_dir = os.path.join(run_dir, "output")
     shutil.rmtree(output_dir, ignore_errors=True)
     dtype = "mixed_bfloat16" if case.dtype == "bfloat16" else "float32"
-    _run([sys.executable, "run_pretraining.py", f"--input_file={records}",
-          f"--bert_config_file={config_file}", f"--output_dir={output_dir}", "--do_train",
-          f"--train_batch_size={case.batch_size}", f"--max_seq_length={case.seq_length}",
-          f"--max_predictions_per_seq={MAX_PREDICTIONS_PER_SEQ}", f"--num_train_steps={steps}",
-          "--num_warmup_steps=0", "--learning_rate=1e-4", f"--dtype={dtype}"],
-         os.path.join(run_dir, "run_pretraining.log"))
+    run_logged([sys.executable, "run_pretraining.py", f"--input_file={records}",
+                f"--bert_config_file={config_file}", f"--output_dir={output_dir}", "--do_train",
+                f"--train_batch_size={case.batch_size}", f"--max_seq_length={case.seq_length}",
+                f"--max_predictions_per_seq={MAX_PREDICTIONS_PER_SEQ}",
+                f"--num_train_steps={steps}", "--num_warmup_steps=0", "--learning_rate=1e-4",
+                f"--dtype={dtype}"], os.path.join(run_dir, "run_pretraining.log"))
     with open(os.path.join(output_dir, "train_log.jsonl"), encoding="utf-8") as f:
         return script_rate([json.loads(line) for line in f], case.batch_size)
 
@@ -107,7 +89,7 @@ def run_script(case: Case, steps: int, records: str, config_file: str, run_dir: 
 def run_step(case: Case, steps: int, scratch_dir: str) -> dict:
     """The benchmark's training step in a fresh worker: built, warmed up, then timed `steps`
     calls after the same warm-up as the script's."""
-    worker = Worker("this_project", multiprocessing.get_context("spawn"), scratch_dir)
+    worker = Worker("this_project", scratch_dir)
     try:
         worker.ask("build", case.to_dict())  # the first call and one warm-up call
         walls = [worker.ask("run")["wall_s"] for _ in range(steps - WARMUP_STEPS)]
@@ -152,10 +134,8 @@ def main() -> None:
                         help=f"Training steps of each run, the first {WARMUP_STEPS} untimed.")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--work_dir", default="/tmp/bert_script_throughput")
-    parser.add_argument("--output_dir", default=os.path.join(REPO_ROOT, "bench", "results",
-                                                             "script_throughput"))
-    parser.add_argument("--shared_data", default=os.environ.get(
-        "BERT_SHARED_DATA", os.path.join(os.path.dirname(REPO_ROOT), "shared", "data")))
+    parser.add_argument("--output_dir", default=results_dir("script_throughput"))
+    parser.add_argument("--shared_data", default=shared_data_dir())
     args = parser.parse_args()
     if args.steps < WARMUP_STEPS + 2:
         parser.error(f"--steps must be at least {WARMUP_STEPS + 2}")
@@ -164,11 +144,8 @@ def main() -> None:
     os.makedirs(args.work_dir, exist_ok=True)
     records = pretraining_records(args.shared_data, args.work_dir)
     config_file = bert_config_file(case.model, args.work_dir)
-    results_path = os.path.join(args.output_dir, "script_throughput.json")
-    results = {}
-    if os.path.exists(results_path):
-        with open(results_path, encoding="utf-8") as f:
-            results = json.load(f)
+    report = os.path.join(args.output_dir, "script_throughput")
+    results = read_json(report + ".json", {})
     machine = machine_description()
     label = machine_label(machine)
     rounds = []
@@ -178,16 +155,15 @@ def main() -> None:
             script = run_script(case, args.steps, records, config_file, scratch)
             step = run_step(case, args.steps, scratch)
         rounds.append({"script": script, "step": step, "load_average": [load, os.getloadavg()[0]]})
-        _log(f"round {index}/{args.rounds} {case.key}: script "
-             f"{script['examples_per_second']:.2f} examples/s, step "
-             f"{step['examples_per_second']:.2f}, ratio "
-             f"{script['examples_per_second'] / step['examples_per_second']:.3f}")
+        log(f"round {index}/{args.rounds} {case.key}: script "
+            f"{script['examples_per_second']:.2f} examples/s, step "
+            f"{step['examples_per_second']:.2f}, ratio "
+            f"{script['examples_per_second'] / step['examples_per_second']:.3f}")
     table = results.setdefault("machines", {}).setdefault(label, {"machine": machine, "cases": {}})
     table["cases"][case.key] = {"command": " ".join(["python -m bench.speed.script_throughput",
                                                      *sys.argv[1:]]), "rounds": rounds}
-    write_text_atomically(results_path, json.dumps(results, indent=1, sort_keys=True) + "\n")
-    write_text_atomically(os.path.join(args.output_dir, "script_throughput.md"), markdown(results))
-    _log(f"wrote {results_path}")
+    write_report(report, results, markdown(results), sort_keys=True)
+    log(f"wrote {report}.json")
 
 
 if __name__ == "__main__":

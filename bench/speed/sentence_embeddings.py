@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import os
 import statistics
 import sys
@@ -27,10 +26,9 @@ import time
 
 import numpy as np
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, REPO_ROOT)
-from bench.fine_tuning.runs import hf_model_dir  # noqa: E402
-from bench.machine import machine_description, machine_label  # noqa: E402
+from bench.fine_tuning.runs import hf_model_dir
+from bench.support import (machine_description, machine_label, results_dir, shared_data_dir,
+                           write_json)
 
 BATCH = 64
 
@@ -90,10 +88,9 @@ def speeds(contenders: dict, latency_text: str, sentences: list[str], calls: int
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    shared = os.path.join(os.path.dirname(REPO_ROOT), "shared", "data")
-    parser.add_argument("--shared_data", default=shared)
-    parser.add_argument("--output", default=os.path.join(
-        REPO_ROOT, "bench", "results", "sentence_embeddings", "sentence_embeddings_results.json"))
+    parser.add_argument("--shared_data", default=shared_data_dir())
+    parser.add_argument("--output", default=os.path.join(results_dir("sentence_embeddings"),
+                                                         "sentence_embeddings_results.json"))
     args = parser.parse_args()
     if importlib.util.find_spec("sentence_transformers") is None:
         sys.exit("sentence-transformers is not installed: pip install -r bench/requirements.txt")
@@ -134,10 +131,9 @@ def main() -> None:
                      f"{speed[name]['sentences_per_second']:.0f} |")
     table = "\n".join(lines)
     print(table)
-    with open(args.output, "w", encoding="utf-8") as f:
-        json.dump({"machine": machine, "min_cosine": float(agreement.min()),
-                   "mean_cosine": float(agreement.mean()), "spearman": scores, "speed": speed,
-                   "table": table}, f, indent=1)
+    write_json(args.output, {"machine": machine, "min_cosine": float(agreement.min()),
+                             "mean_cosine": float(agreement.mean()), "spearman": scores,
+                             "speed": speed, "table": table})
 
 
 if __name__ == "__main__":
