@@ -1,9 +1,13 @@
 """What the benchmarks share: where the repository, the shared data and the results are, the
-machine a run is on, progress lines, commands and worker processes, and results files.
+machine a run is on, progress lines, commands and worker processes, results files, and the flags
+that several benchmarks spell the same way.
 
 Every benchmark runs as a module from the repository root (`python -m bench.<topic>.<name>`), so
 that the project's packages import as they are, with no change to `sys.path`, and starts its own
-processes the same way, in `REPO_ROOT`.
+processes the same way, in `REPO_ROOT`. Its flags are absl's and it runs through
+`utils.entry_point`, as the scripts do; it defines them in its `define_flags()`, called only where
+it runs as the main module: benchmarks import each other's functions, and the tests import them
+all into one process, where a flag defined twice would be an error.
 """
 from __future__ import annotations
 
@@ -15,7 +19,9 @@ import pathlib
 import platform
 import subprocess
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
+
+from absl import flags
 
 from utils.output_files import write_text_atomically
 
@@ -155,3 +161,38 @@ def write_report(stem: str, results: dict, markdown: str, sort_keys: bool = Fals
     """A benchmark's results as `<stem>.json` and their report as `<stem>.md`."""
     write_json(stem + ".json", results, sort_keys)
     write_text(stem + ".md", markdown)
+
+
+# ---------------------------------------------------------------------------------------------
+# Flags that several benchmarks share.
+
+def define_shared_data_flag() -> None:
+    """--shared_data: the real public data."""
+    flags.DEFINE_string("shared_data", shared_data_dir(),
+                        "The real public data (default: $BERT_SHARED_DATA, else ../shared/data).")
+
+
+def define_output_dir_flag(benchmark: str, what: str) -> None:
+    """--output_dir: where `what` go, bench/results/<benchmark>/ by default."""
+    flags.DEFINE_string("output_dir", results_dir(benchmark), f"Where {what} go.")
+
+
+def define_list_flag(name: str, default: list[str] | None, choices: Sequence[str],
+                     help_text: str) -> None:
+    """A comma-separated flag whose every value must be one of `choices`."""
+    flags.DEFINE_list(name, default, f"{help_text} Among {', '.join(choices)}.")
+    flags.register_validator(name, lambda values: not values or set(values) <= set(choices),
+                             message=f"each among {', '.join(choices)}")
+
+
+def define_integers_flag(name: str, default: list[int], help_text: str) -> None:
+    """A comma-separated flag of integers (their strings: `int` them where read)."""
+    flags.DEFINE_list(name, [str(value) for value in default], help_text)
+    flags.register_validator(name, lambda values: all(v.isdigit() for v in values),
+                             message="a comma-separated list of integers")
+
+
+def define_report_only_flag() -> None:
+    """--report_only: the report written again from the results there are, nothing measured."""
+    flags.DEFINE_bool("report_only", False, "Only write the report again from the results "
+                      "there are; measure nothing.")

@@ -35,30 +35,35 @@ import tempfile
 import time
 from typing import Iterator
 
-from absl import app
 from absl import flags
 
 from bench.support import REPO_ROOT, SHARED, shared_data_dir, write_json
+from utils import entry_point
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("data_dir", shared_data_dir(), "Real public data.")
-flags.DEFINE_string("vocab_file", str(SHARED / "fixtures" / "vocab" / "uncased_vocab.txt"),
-                    "WordPiece vocabulary.")
-flags.DEFINE_string("sample_text", str(SHARED / "fixtures" / "pretraining_data" /
-                                       "sample_text.txt"), "The original's sample text.")
-flags.DEFINE_list("corpora", ["repeated", "unique"], "Corpora: repeated, unique, mixed:N.")
-flags.DEFINE_float("repeated_mb", 5.3, "Size of the repeated sample text (MB).")
-flags.DEFINE_list("sides", ["original", "script"], "Sides to run: original, script.")
-flags.DEFINE_multi_string("other_checkout", [], "LABEL=DIR: also run DIR's "
-                          "create_pretraining_data.py, as side script@LABEL.")
-flags.DEFINE_integer("rounds", 3, "Alternated rounds per corpus.")
-flags.DEFINE_integer("dupe_factor", 5, "--dupe_factor of every side.")
-flags.DEFINE_string("work_dir", None, "Where corpora and outputs go (default: a temporary "
-                    "directory, removed at the end).")
-flags.DEFINE_string("output_json", None, "Also write the results here.")
-flags.DEFINE_bool("child_original", False, "Internal: run the original algorithm.")
-flags.DEFINE_string("child_input", None, "Internal: corpus of the child run.")
-flags.DEFINE_string("child_output", None, "Internal: output of the child run.")
+
+
+def define_flags() -> None:
+    """The benchmark's flags, defined where it runs as the main module (bench/support.py)."""
+    flags.DEFINE_string("data_dir", shared_data_dir(), "Real public data.")
+    flags.DEFINE_string("vocab_file", str(SHARED / "fixtures" / "vocab" / "uncased_vocab.txt"),
+                        "WordPiece vocabulary.")
+    flags.DEFINE_string("sample_text", str(SHARED / "fixtures" / "pretraining_data" /
+                                           "sample_text.txt"), "The original's sample text.")
+    flags.DEFINE_list("corpora", ["repeated", "unique"], "Corpora: repeated, unique, mixed:N.")
+    flags.DEFINE_float("repeated_mb", 5.3, "Size of the repeated sample text (MB).")
+    flags.DEFINE_list("sides", ["original", "script"], "Sides to run: original, script.")
+    flags.DEFINE_multi_string("other_checkout", [], "LABEL=DIR: also run DIR's "
+                              "create_pretraining_data.py, as side script@LABEL.")
+    flags.DEFINE_integer("rounds", 3, "Alternated rounds per corpus.")
+    flags.DEFINE_integer("dupe_factor", 5, "--dupe_factor of every side.")
+    flags.DEFINE_string("work_dir", None, "Where corpora and outputs go (default: a temporary "
+                        "directory, removed at the end).")
+    flags.DEFINE_string("output_json", None, "Also write the results here (the README's are in "
+                        "bench/results/create_pretraining_data/).")
+    flags.DEFINE_bool("child_original", False, "Internal: run the original algorithm.")
+    flags.DEFINE_string("child_input", None, "Internal: corpus of the child run.")
+    flags.DEFINE_string("child_output", None, "Internal: output of the child run.")
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])")
 _README_FLAGS = ["--max_seq_length=128", "--max_predictions_per_seq=20", "--masked_lm_prob=0.15",
@@ -308,4 +313,5 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    app.run(main)
+    define_flags()
+    entry_point.run(main)

@@ -27,7 +27,6 @@ import tempfile
 import time
 from typing import Callable
 
-from absl import app
 from absl import flags
 import google_crc32c
 import numpy as np
@@ -35,15 +34,22 @@ import numpy as np
 from bench.support import SHARED, machine_description, shared_data_dir
 from data import tfrecord_schema as schema
 from data.pretraining import chunks, corpus, instances, tfrecord_io, writer
+from utils import entry_point
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("corpus", os.path.join(shared_data_dir(), "wikitext-2-raw",
-                                           "wiki.test.sentences.txt"),
-                    "One sentence a line, documents separated by blank lines.")
-flags.DEFINE_string("vocab_file", str(SHARED / "fixtures" / "vocab" / "uncased_vocab.txt"),
-                    "WordPiece vocabulary.")
-flags.DEFINE_integer("num_chunks", 3, "Corpus chunks (record batches) per round.")
-flags.DEFINE_integer("rounds", 7, "Rounds; each times every candidate once.")
+
+
+def define_flags() -> None:
+    """The benchmark's flags, defined where it runs as the main module (bench/support.py)."""
+    flags.DEFINE_string("corpus", os.path.join(shared_data_dir(), "wikitext-2-raw",
+                                               "wiki.test.sentences.txt"),
+                        "One sentence a line, documents separated by blank lines.")
+    flags.DEFINE_string("vocab_file", str(SHARED / "fixtures" / "vocab" / "uncased_vocab.txt"),
+                        "WordPiece vocabulary.")
+    flags.DEFINE_integer("num_chunks", 3, "Corpus chunks (record batches) per round.")
+    flags.DEFINE_integer("rounds", 7, "Rounds; each times every candidate once.")
+
+
 class _RecordingEncoder:
     """Passes `encode` calls to the real encoder and keeps their arguments."""
 
@@ -197,4 +203,5 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    app.run(main)
+    define_flags()
+    entry_point.run(main)

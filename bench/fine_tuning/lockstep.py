@@ -21,7 +21,6 @@ more than their random draws.
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import math
@@ -30,10 +29,14 @@ import sys
 import tempfile
 import time
 
+from absl import flags
 import numpy as np
 
-from bench.support import (log, machine_description, machine_label, results_dir, shared_data_dir,
-                           write_report)
+from bench.support import (define_shared_data_flag, log, machine_description, machine_label,
+                           results_dir, write_report)
+from utils import entry_point
+
+FLAGS = flags.FLAGS
 
 BETA_2 = 0.999
 EPSILON = 1e-8
@@ -190,16 +193,20 @@ def report_markdown(results: dict) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--work_dir", default="/tmp/bert_finetune_bench")
-    parser.add_argument("--shared_data", default=shared_data_dir())
-    parser.add_argument("--learning_rate", type=float, default=2e-5)
-    parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--seed", type=int, default=1, help="Seeds the batch order and the head.")
-    parser.add_argument("--output", default=os.path.join(results_dir("lockstep"),
-                                                         "finetune_lockstep"))
-    args = parser.parse_args()
+def define_flags() -> None:
+    """The benchmark's flags, defined where it runs as the main module (bench/support.py)."""
+    flags.DEFINE_string("work_dir", "/tmp/bert_finetune_bench",
+                        "The model and RTE's data, as the fine-tuning benchmark prepares them.")
+    define_shared_data_flag()
+    flags.DEFINE_float("learning_rate", 2e-5, "Peak learning rate of both sides.")
+    flags.DEFINE_integer("epochs", 3, "Training epochs.")
+    flags.DEFINE_integer("seed", 1, "Seeds the batch order and the head.")
+    flags.DEFINE_string("output", os.path.join(results_dir("lockstep"), "finetune_lockstep"),
+                        "The results' path without its extension (.json, .md).")
+
+
+def main(argv: list[str]) -> None:
+    del argv
 
     from bench.fine_tuning.runs import TRAIN_BATCH_SIZE, hf_model_dir, prepare_data
     from data import tokenization
@@ -207,16 +214,16 @@ def main() -> None:
     from tasks.classifier import Settings, read_splits
 
     hf_dir = hf_model_dir()
-    data_dir = prepare_data(args.shared_data, args.work_dir)["rte"]
+    data_dir = prepare_data(FLAGS.shared_data, FLAGS.work_dir)["rte"]
     task = glue_tasks.get_task("rte")
     tokenizer = tokenization.FullTokenizer(os.path.join(hf_dir, "vocab.txt"), do_lower_case=True)
-    splits = read_splits(Settings(task, data_dir, args.work_dir, 128, True), ("train", "eval"),
+    splits = read_splits(Settings(task, data_dir, FLAGS.work_dir, 128, True), ("train", "eval"),
                          tokenizer)
     train, dev = splits["train"].arrays, splits["dev"].arrays
     num_examples = len(train["label_ids"])
-    num_steps = int(num_examples / TRAIN_BATCH_SIZE * args.epochs)
-    rows = batch_rows(num_examples, TRAIN_BATCH_SIZE, num_steps, args.seed)
-    rng = np.random.default_rng(args.seed)
+    num_steps = int(num_examples / TRAIN_BATCH_SIZE * FLAGS.epochs)
+    rows = batch_rows(num_examples, TRAIN_BATCH_SIZE, num_steps, FLAGS.seed)
+    rng = np.random.default_rng(FLAGS.seed)
     with open(os.path.join(hf_dir, "config.json"), encoding="utf-8") as f:
         hidden = json.load(f)["hidden_size"]
     head = (rng.normal(0.0, 0.02, (task.num_labels, hidden)).astype(np.float32),
@@ -226,26 +233,27 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as run_dir:
         log(f"this project: {num_steps} steps")
         model, losses["this_project"] = train_ours(hf_dir, task, head, train, rows,
-                                                   args.learning_rate, run_dir)
+                                                   FLAGS.learning_rate, run_dir)
         logits["this_project"] = logits_ours(model, dev)
     for side, matched in (("transformers_matched_epsilon", True), ("transformers", False)):
         log(f"{side}: {num_steps} steps")
-        model, losses[side] = train_theirs(hf_dir, head, train, rows, args.learning_rate, matched)
+        model, losses[side] = train_theirs(hf_dir, head, train, rows, FLAGS.learning_rate, matched)
         logits[side] = logits_theirs(model, dev)
     comparison = compare(losses, logits, dev["label_ids"])
     results = {
         "setup": {"model": "all-MiniLM-L6-v2", "task": "RTE", "train_examples": num_examples,
                   "dev_examples": len(dev["label_ids"]), "max_seq_length": 128,
                   "batch_size": TRAIN_BATCH_SIZE, "steps": num_steps,
-                  "learning_rate": args.learning_rate, "seed": args.seed,
+                  "learning_rate": FLAGS.learning_rate, "seed": FLAGS.seed,
                   "command": "python -m bench.fine_tuning.lockstep " + " ".join(sys.argv[1:]),
                   "machine": machine_label(machine_description())},
         "comparison": comparison,
         "losses": {side: value.tolist() for side, value in losses.items()}}
-    write_report(args.output, results, report_markdown(results))
-    log(f"report: {args.output}.md")
+    write_report(FLAGS.output, results, report_markdown(results))
+    log(f"report: {FLAGS.output}.md")
     print(report_markdown(results))
 
 
 if __name__ == "__main__":
-    main()
+    define_flags()
+    entry_point.run(main)

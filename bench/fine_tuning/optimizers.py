@@ -33,19 +33,25 @@ machine with other work.
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
 import statistics
 
+from absl import flags
+
 from bench.fine_tuning import runs as finetune
 from bench.fine_tuning.paper_selection import (best_run, metric_table, rate_name, run_selection,
                                                run_transformers_grid)
 from bench.fine_tuning.real_weights import run_key
-from bench.support import (log, machine_description, machine_label, read_json, results_dir,
-                           shared_data_dir, write_report)
+from bench.support import (define_integers_flag, define_list_flag, define_output_dir_flag,
+                           define_report_only_flag, define_shared_data_flag, log,
+                           machine_description, machine_label, read_json, results_dir,
+                           write_report)
 from data.classifier import glue_tasks
+from utils import entry_point
+
+FLAGS = flags.FLAGS
 
 TASK = finetune.TASKS["rte"]
 LEARNING_RATES = ("5e-5", "2e-5")
@@ -191,63 +197,51 @@ def report_markdown(results: dict) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--work_dir", default="/tmp/bert_optimizer_bench")
-    parser.add_argument("--output_dir", default=results_dir("optimizers"))
-    parser.add_argument("--finetune_results", default=os.path.join(
-        results_dir("fine_tuning"), "finetune_results.json"),
-        help="The fine-tuning benchmark's results, whose RTE runs of transformers at 5e-5 are "
-        "taken where this benchmark has none of its own.")
-    parser.add_argument("--shared_data", default=shared_data_dir())
-    parser.add_argument("--report_only", action="store_true")
-    parser.add_argument("--sides", default=",".join(SIDES),
-                        help=f"Comma-separated sides to run, of {', '.join(SIDES)}.")
-    parser.add_argument("--epochs", type=int, default=TASK.num_epochs,
-                        help="Training epochs of every run (the fine-tuning benchmark's "
-                        f"{TASK.num_epochs}; the paper's GLUE runs take 3). Other than "
-                        f"{TASK.num_epochs}, the runs and the report are named by it.")
-    parser.add_argument("--learning_rates", default=",".join(LEARNING_RATES),
-                        help=f"Comma-separated rates to run, of {', '.join(LEARNING_RATES)}.")
-    parser.add_argument("--seeds", default=",".join(map(str, SEEDS)),
-                        help="Comma-separated seeds to run; their results join those the "
-                        "report already holds.")
-    args = parser.parse_args()
-    sides = args.sides.split(",")
-    unknown = sorted(set(sides) - set(SIDES))
-    if unknown:
-        parser.error(f"--sides: unknown {', '.join(unknown)}; valid: {', '.join(SIDES)}")
-    if args.epochs < 1:
-        parser.error(f"--epochs must be at least 1, got {args.epochs}")
-    rates = args.learning_rates.split(",")
-    if set(rates) - set(LEARNING_RATES):
-        parser.error(f"--learning_rates: {args.learning_rates!r}; valid: "
-                     f"{', '.join(LEARNING_RATES)}")
-    try:
-        seeds = [int(seed) for seed in args.seeds.split(",")]
-    except ValueError:
-        parser.error(f"--seeds: {args.seeds!r} is not a comma-separated list of integers")
-    task = dataclasses.replace(TASK, num_epochs=args.epochs)
-    default_epochs = args.epochs == TASK.num_epochs
-    name = "optimizer_results" if default_epochs else f"optimizer_results_{args.epochs}_epochs"
-    runs_dir = args.work_dir if default_epochs else os.path.join(args.work_dir,
-                                                                   f"{args.epochs}_epochs")
-    report = os.path.join(args.output_dir, name)
+def define_flags() -> None:
+    """The benchmark's flags, defined where it runs as the main module (bench/support.py)."""
+    flags.DEFINE_string("work_dir", "/tmp/bert_optimizer_bench",
+                        "Model, data and the runs' outputs and logs.")
+    define_output_dir_flag("optimizers", "optimizer_results*.{json,md}")
+    flags.DEFINE_string("finetune_results", os.path.join(results_dir("fine_tuning"),
+                                                         "finetune_results.json"),
+                        "The fine-tuning benchmark's results, whose RTE runs of transformers at "
+                        "5e-5 are taken where this benchmark has none of its own.")
+    define_shared_data_flag()
+    define_report_only_flag()
+    define_list_flag("sides", list(SIDES), SIDES, "Sides to run.")
+    flags.DEFINE_integer("epochs", TASK.num_epochs, "Training epochs of every run (the "
+                         f"fine-tuning benchmark's {TASK.num_epochs}; the paper's GLUE runs take "
+                         f"3). Other than {TASK.num_epochs}, the runs and the report are named by "
+                         "it.", lower_bound=1)
+    define_list_flag("learning_rates", list(LEARNING_RATES), LEARNING_RATES, "Rates to run.")
+    define_integers_flag("seeds", SEEDS, "Seeds to run; their results join those the report "
+                         "already holds.")
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    sides, rates, seeds = FLAGS.sides, FLAGS.learning_rates, [int(s) for s in FLAGS.seeds]
+    task = dataclasses.replace(TASK, num_epochs=FLAGS.epochs)
+    default_epochs = FLAGS.epochs == TASK.num_epochs
+    name = "optimizer_results" if default_epochs else f"optimizer_results_{FLAGS.epochs}_epochs"
+    runs_dir = FLAGS.work_dir if default_epochs else os.path.join(FLAGS.work_dir,
+                                                                    f"{FLAGS.epochs}_epochs")
+    report = os.path.join(FLAGS.output_dir, name)
     results = read_json(report + ".json", {"accuracy": {}})
-    os.makedirs(args.work_dir, exist_ok=True)
-    data = finetune.prepare_data(args.shared_data, args.work_dir)
+    os.makedirs(FLAGS.work_dir, exist_ok=True)
+    data = finetune.prepare_data(FLAGS.shared_data, FLAGS.work_dir)
     results["majority_class_accuracy"] = majority_class_accuracy(data[TASK.name])
-    results["epochs"] = args.epochs
+    results["epochs"] = FLAGS.epochs
     machines = results.setdefault("machines", {})  # each side's
     if default_epochs:
-        add_finetune_benchmark_runs(results, args.finetune_results)
+        add_finetune_benchmark_runs(results, FLAGS.finetune_results)
 
     def save() -> None:
         results.update(summarize(results["accuracy"], results["majority_class_accuracy"]))
         write_report(report, results, report_markdown(results), sort_keys=True)
 
-    if not args.report_only:
-        bert = finetune.bert_dir(args.work_dir, finetune.hf_model_dir())
+    if not FLAGS.report_only:
+        bert = finetune.bert_dir(FLAGS.work_dir, finetune.hf_model_dir())
         for side, step_rates in STEPS:
             step_rates = [rate for rate in step_rates if rate in rates]
             if side not in sides or not step_rates:
@@ -273,4 +267,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    define_flags()
+    entry_point.run(main)

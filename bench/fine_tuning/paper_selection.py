@@ -23,7 +23,6 @@ are kept in `paper_selection.json`. Accuracy runs may share the machine with oth
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
@@ -31,9 +30,15 @@ import statistics
 import sys
 from typing import Callable, Sequence
 
+from absl import flags
+
 from bench.fine_tuning import runs as finetune
-from bench.support import (log, machine_description, machine_label, read_json, results_dir,
-                           run_logged, shared_data_dir, write_report)
+from bench.support import (define_list_flag, define_output_dir_flag, define_report_only_flag,
+                           define_shared_data_flag, log, machine_description, machine_label,
+                           read_json, run_logged, write_report)
+from utils import entry_point
+
+FLAGS = flags.FLAGS
 
 LEARNING_RATES = ("5e-5", "4e-5", "3e-5", "2e-5")
 EPOCHS = 3
@@ -157,46 +162,48 @@ def report_markdown(results: dict) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--work_dir", default="/tmp/bert_paper_selection_bench")
-    parser.add_argument("--output_dir", default=results_dir("paper_selection"))
-    parser.add_argument("--tasks", default="rte,mrpc", help="Comma-separated: rte, mrpc.")
-    parser.add_argument("--shared_data", default=shared_data_dir())
-    parser.add_argument("--report_only", action="store_true")
-    args = parser.parse_args()
-    task_names = args.tasks.split(",")
-    unknown = sorted(set(task_names) - set(SEEDS))
-    if unknown:
-        parser.error(f"--tasks: unknown {unknown}; known: {sorted(SEEDS)}")
-    report = os.path.join(args.output_dir, "paper_selection")
+def define_flags() -> None:
+    """The benchmark's flags, defined where it runs as the main module (bench/support.py)."""
+    flags.DEFINE_string("work_dir", "/tmp/bert_paper_selection_bench",
+                        "Model, data and the runs' outputs and logs.")
+    define_output_dir_flag("paper_selection", "paper_selection.{json,md}")
+    define_list_flag("tasks", ["rte", "mrpc"], sorted(SEEDS), "Tasks to run, in this order.")
+    define_shared_data_flag()
+    define_report_only_flag()
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    task_names = FLAGS.tasks
+    report = os.path.join(FLAGS.output_dir, "paper_selection")
     results = read_json(report + ".json", {"tasks": {}})
 
     def save() -> None:
         results["summary"] = {name: summarize(name, tables)
                               for name, tables in results["tasks"].items()}
-        if not args.report_only or "machine" not in results:  # where the runs ran
+        if not FLAGS.report_only or "machine" not in results:  # where the runs ran
             results["machine"] = machine_description()
         write_report(report, results, report_markdown(results), sort_keys=True)
 
-    if not args.report_only:
-        os.makedirs(args.work_dir, exist_ok=True)
-        data = finetune.prepare_data(args.shared_data, args.work_dir)
-        bert = finetune.bert_dir(args.work_dir, finetune.hf_model_dir())
+    if not FLAGS.report_only:
+        os.makedirs(FLAGS.work_dir, exist_ok=True)
+        data = finetune.prepare_data(FLAGS.shared_data, FLAGS.work_dir)
+        bert = finetune.bert_dir(FLAGS.work_dir, finetune.hf_model_dir())
         for name in task_names:
             task = dataclasses.replace(finetune.TASKS[name], num_epochs=EPOCHS)
             tables = results["tasks"].setdefault(name, {})
             log(f"{name}: select_fine_tuning.py over "
                 f"{len(LEARNING_RATES) * len(SEEDS[name])} runs")
             selection = run_selection(task, LEARNING_RATES, SEEDS[name], OPTIMIZER, bert,
-                                      data[name], os.path.join(args.work_dir, f"select_{name}"))
+                                      data[name], os.path.join(FLAGS.work_dir, f"select_{name}"))
             tables[OPTIMIZER] = metric_table(selection, METRIC[name])
             save()
             run_transformers_grid(task, LEARNING_RATES, SEEDS[name], METRIC[name], data,
-                                  args.work_dir, tables.setdefault("transformers", {}), save)
+                                  FLAGS.work_dir, tables.setdefault("transformers", {}), save)
     save()
     log(f"report: {report}.md")
 
 
 if __name__ == "__main__":
-    main()
+    define_flags()
+    entry_point.run(main)

@@ -44,18 +44,23 @@ written from it after every run. Every run records the load average before and a
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 import shutil
 import time
 
+from absl import flags
+
 from bench.fine_tuning import report
 from bench.fine_tuning.runs import (MODEL_SIZE, TASKS, FineTuneTask, bert_dir, hf_model_dir,
                                     prepare_data, real_token_counts, run_squad_this_project,
                                     run_squad_transformers, run_this_project, run_transformers)
-from bench.support import (log, machine_description, machine_label, read_json, results_dir,
-                           shared_data_dir, write_json)
+from bench.support import (define_list_flag, define_output_dir_flag, define_report_only_flag,
+                           define_shared_data_flag, log, machine_description, machine_label,
+                           read_json, write_json)
+from utils import entry_point
+
+FLAGS = flags.FLAGS
 
 FRAMEWORKS = ("this_project", "transformers")
 TIMING = "timing"  # the seed field of a timing run
@@ -133,47 +138,45 @@ def add_token_counts(results: dict, data: dict, vocab_file: str) -> None:
         log(f"{task.name}: {counts.sequences} training sequences, {counts.tokens} real tokens")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tasks", default=",".join(TASKS),
-                        help=f"Comma-separated, among {', '.join(TASKS)}.")
-    parser.add_argument("--seeds", type=int, default=None, help="At most this many seeds a task.")
-    parser.add_argument("--phase", choices=("all", "accuracy", TIMING), default="all",
-                        help="The accuracy runs (seeds), this machine's timing runs, or both.")
-    parser.add_argument("--work_dir", default="/tmp/bert_finetune_bench",
-                        help="Model, data subsets and the runs' outputs and logs.")
-    parser.add_argument("--output_dir", default=results_dir("fine_tuning"),
-                        help="Where finetune_results.{json,md,png} go.")
-    parser.add_argument("--shared_data", default=shared_data_dir())
-    parser.add_argument("--report_only", action="store_true")
-    args = parser.parse_args()
-    task_names = args.tasks.split(",")
-    unknown = sorted(set(task_names) - set(TASKS))
-    if unknown:
-        parser.error(f"--tasks: unknown {', '.join(unknown)}; known: {', '.join(TASKS)}")
-    results_path = os.path.join(args.output_dir, "finetune_results.json")
+def define_flags() -> None:
+    """The benchmark's flags, defined where it runs as the main module (bench/support.py)."""
+    define_list_flag("tasks", list(TASKS), list(TASKS), "Tasks to run.")
+    flags.DEFINE_integer("seeds", None, "At most this many seeds a task.")
+    flags.DEFINE_enum("phase", "all", ["all", "accuracy", TIMING],
+                      "The accuracy runs (seeds), this machine's timing runs, or both.")
+    flags.DEFINE_string("work_dir", "/tmp/bert_finetune_bench",
+                        "Model, data subsets and the runs' outputs and logs.")
+    define_output_dir_flag("fine_tuning", "finetune_results.{json,md,png}")
+    define_shared_data_flag()
+    define_report_only_flag()
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    task_names = FLAGS.tasks
+    results_path = os.path.join(FLAGS.output_dir, "finetune_results.json")
     results = read_json(results_path, {"runs": {}})
     drop_stale_runs(results)
     squad = runs_table(results, TIMING)
     if run_key("squad_predict", "transformers", TIMING) not in squad and not os.path.exists(
-            os.path.join(_run_dir(args.work_dir, "squad_predict", "this_project", TIMING),
+            os.path.join(_run_dir(FLAGS.work_dir, "squad_predict", "this_project", TIMING),
                          "output", "predictions.json")):
         # transformers predicts with this project's fine-tuned SQuAD model: make it again.
         squad.pop(run_key("squad_predict", "this_project", TIMING), None)
-    todo = [run for run in plan(task_names, args.seeds, args.phase)
+    todo = [run for run in plan(task_names, FLAGS.seeds, FLAGS.phase)
             if run_key(*run) not in runs_table(results, run[2])]
-    if not args.report_only and todo:
-        _run_all(args, todo, results, results_path)
+    if not FLAGS.report_only and todo:
+        _run_all(todo, results, results_path)
     if uncounted_tasks(results):
         try:
-            data = prepare_data(args.shared_data, args.work_dir)
+            data = prepare_data(FLAGS.shared_data, FLAGS.work_dir)
         except FileNotFoundError as error:
             log(f"no real-token counts (no MFU figures) without the data: {error}")
         else:
             add_token_counts(results, data, os.path.join(hf_model_dir(), "vocab.txt"))
             write_json(results_path, results, sort_keys=True)
-    report.write_report(results, TASKS, args.output_dir, MODEL_SIZE)
-    log(f"report: {os.path.join(args.output_dir, 'finetune_results.md')}")
+    report.write_report(results, TASKS, FLAGS.output_dir, MODEL_SIZE)
+    log(f"report: {os.path.join(FLAGS.output_dir, 'finetune_results.md')}")
 
 
 def drop_stale_runs(results: dict) -> None:
@@ -189,14 +192,14 @@ def _run_dir(work_dir: str, task_name: str, framework: str, seed: int | str) -> 
     return os.path.join(work_dir, "runs", task_name, framework, str(seed))
 
 
-def _run_one(args, task_name: str, framework: str, seed: int | str, run_dir: str,
+def _run_one(task_name: str, framework: str, seed: int | str, run_dir: str,
              models: tuple[str, str], data: dict) -> dict:
     hf_dir, bert = models
     task = TASKS[task_name]
     if task_name == "squad_predict" and framework == "this_project":
         return run_squad_this_project(task, bert, data, run_dir)
     if task_name == "squad_predict":
-        this_run_dir = _run_dir(args.work_dir, task_name, "this_project", seed)
+        this_run_dir = _run_dir(FLAGS.work_dir, task_name, "this_project", seed)
         return run_squad_transformers(task, bert, data, run_dir, this_run_dir)
     grouped = seed == TIMING_GROUPED
     if seed in TIMINGS:
@@ -206,12 +209,12 @@ def _run_one(args, task_name: str, framework: str, seed: int | str, run_dir: str
     return run_transformers(task, seed, hf_dir, data, run_dir, grouped)
 
 
-def _run_all(args, todo: list[tuple[str, str, int | str]], results: dict,
+def _run_all(todo: list[tuple[str, str, int | str]], results: dict,
              results_path: str) -> None:
-    os.makedirs(args.work_dir, exist_ok=True)
+    os.makedirs(FLAGS.work_dir, exist_ok=True)
     hf_dir = hf_model_dir()
-    models = hf_dir, bert_dir(args.work_dir, hf_dir)
-    data = prepare_data(args.shared_data, args.work_dir)
+    models = hf_dir, bert_dir(FLAGS.work_dir, hf_dir)
+    data = prepare_data(FLAGS.shared_data, FLAGS.work_dir)
     results.setdefault("machine", machine_description())
     log(f"{len(todo)} runs to do; model {models[1]}")
     peak = None
@@ -220,11 +223,11 @@ def _run_all(args, todo: list[tuple[str, str, int | str]], results: dict,
         peak = measure_peak()
     start = time.monotonic()
     for index, (task_name, framework, seed) in enumerate(todo, start=1):
-        run_dir = _run_dir(args.work_dir, task_name, framework, seed)
+        run_dir = _run_dir(FLAGS.work_dir, task_name, framework, seed)
         shutil.rmtree(run_dir, ignore_errors=True)  # an interrupted run starts again, timed whole
         os.makedirs(run_dir)
         load_before = os.getloadavg()[0]
-        result = _run_one(args, task_name, framework, seed, run_dir, models, data)
+        result = _run_one(task_name, framework, seed, run_dir, models, data)
         machine = machine_description()
         result.update(load_average=[load_before, os.getloadavg()[0]], cpu=machine["cpu"],
                       isa=machine["isa"], max_seq_length=TASKS[task_name].max_seq_length)
@@ -233,7 +236,7 @@ def _run_all(args, todo: list[tuple[str, str, int | str]], results: dict,
                           peak_load_average=peak["load_average"])
         runs_table(results, seed)[run_key(task_name, framework, seed)] = result
         write_json(results_path, results, sort_keys=True)
-        report.write_report(results, TASKS, args.output_dir, MODEL_SIZE)
+        report.write_report(results, TASKS, FLAGS.output_dir, MODEL_SIZE)
         elapsed = time.monotonic() - start
         shown = ", ".join(f"{m} {result[m]:.4f}" for m in TASKS[task_name].metrics if m in result)
         log(f"{index}/{len(todo)} {run_key(task_name, framework, seed)}: {shown}, "
@@ -242,4 +245,5 @@ def _run_all(args, todo: list[tuple[str, str, int | str]], results: dict,
 
 
 if __name__ == "__main__":
-    main()
+    define_flags()
+    entry_point.run(main)

@@ -21,11 +21,11 @@ timings (`train_seconds` of the training loop, `examples_per_second`).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import time
 
+from absl import flags
 import numpy as np
 import torch
 import transformers
@@ -36,6 +36,9 @@ from data.classifier import glue_tasks
 from data.classifier.metrics import task_metrics
 from data.ner import conll, metrics as ner_metrics
 from data.squad import metrics as squad_metrics
+from utils import entry_point
+
+FLAGS = flags.FLAGS
 
 _IGNORED = -100  # transformers' ignored label id
 
@@ -265,39 +268,45 @@ def _timing(num_examples: int, num_epochs: int, seconds: float) -> dict:
             "train_examples": num_examples}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--task", required=True, help="A GLUE task, conll2003 or squad_predict.")
-    parser.add_argument("--model_dir", required=True, help="Hugging Face BERT folder.")
-    parser.add_argument("--data_dir", help="The task's folder (GLUE layout, or CoNLL files).")
-    parser.add_argument("--predict_file", help="squad_predict: the SQuAD JSON to predict.")
-    parser.add_argument("--result_file", required=True)
-    parser.add_argument("--max_seq_length", type=int, default=128)
-    parser.add_argument("--doc_stride", type=int, default=128)
-    parser.add_argument("--max_answer_length", type=int, default=30)
-    parser.add_argument("--train_batch_size", type=int, default=32)
-    parser.add_argument("--eval_batch_size", type=int, default=64)
-    parser.add_argument("--learning_rate", type=float, default=5e-5)
-    parser.add_argument("--num_train_epochs", type=int, default=3)
-    parser.add_argument("--warmup_proportion", type=float, default=0.1)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--padding", choices=("longest", "max_length"), default="longest",
-                        help="Pad each batch to its longest sequence (the collator's default) "
-                        "or to --max_seq_length.")
-    parser.add_argument("--group_by_length", action="store_true",
-                        help="Batch examples of similar lengths (LengthGroupedSampler).")
-    args = parser.parse_args()
-    transformers.set_seed(args.seed)
-    if args.task == "squad_predict":
-        result = _run_squad_predict(args)
-    elif args.task == "conll2003":
-        result = _run_ner(args)
+def define_flags() -> None:
+    """The run's flags, defined where it runs as the main module (bench/support.py)."""
+    flags.DEFINE_string("task", None, "A GLUE task, conll2003 or squad_predict.")
+    flags.DEFINE_string("model_dir", None, "Hugging Face BERT folder.")
+    flags.DEFINE_string("data_dir", None, "The task's folder (GLUE layout, or CoNLL files).")
+    flags.DEFINE_string("predict_file", None, "squad_predict: the SQuAD JSON to predict.")
+    flags.DEFINE_string("result_file", None, "Where the run's JSON object goes.")
+    flags.DEFINE_integer("max_seq_length", 128, "Longest sequence in WordPieces.")
+    flags.DEFINE_integer("doc_stride", 128, "squad_predict: the windows' overlap (run_qa's "
+                         "stride).")
+    flags.DEFINE_integer("max_answer_length", 30, "squad_predict: longest answer in WordPieces.")
+    flags.DEFINE_integer("train_batch_size", 32, "Training batch size.")
+    flags.DEFINE_integer("eval_batch_size", 64, "Evaluation and prediction batch size.")
+    flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.")
+    flags.DEFINE_integer("num_train_epochs", 3, "Training epochs.")
+    flags.DEFINE_float("warmup_proportion", 0.1, "Share of the steps of linear warm-up.")
+    flags.DEFINE_integer("seed", 1, "transformers.set_seed's seed.")
+    flags.DEFINE_enum("padding", "longest", ["longest", "max_length"],
+                      "Pad each batch to its longest sequence (the collator's default) or to "
+                      "--max_seq_length.")
+    flags.DEFINE_bool("group_by_length", False,
+                      "Batch examples of similar lengths (LengthGroupedSampler).")
+    flags.mark_flags_as_required(["task", "model_dir", "result_file"])
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    transformers.set_seed(FLAGS.seed)
+    if FLAGS.task == "squad_predict":
+        result = _run_squad_predict(FLAGS)
+    elif FLAGS.task == "conll2003":
+        result = _run_ner(FLAGS)
     else:
-        result = _run_glue(args)
+        result = _run_glue(FLAGS)
     result["torch_threads"] = torch.get_num_threads()
-    write_json(args.result_file, result, sort_keys=True)
+    write_json(FLAGS.result_file, result, sort_keys=True)
     print(json.dumps(result, sort_keys=True), flush=True)
 
 
 if __name__ == "__main__":
-    main()
+    define_flags()
+    entry_point.run(main)

@@ -28,13 +28,13 @@ beside it, `.md`), so a run can be stopped and resumed.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
 import sys
 import time
 
+from absl import flags
 import numpy as np
 
 from bench.fine_tuning import runs as finetune
@@ -42,9 +42,13 @@ from bench.litert.report import report
 from bench.litert.sides import (MAX_SEQ_LENGTH, MODELS, SIGNATURES, dev_set, litert_side,
                                 saved_model_side, tokenized_alike, transformers_side)
 from bench.speed.sentence_embeddings import cosine, spearman
-from bench.support import (isa_flags, log, machine_description, read_json, results_dir,
-                           run_logged, shared_data_dir, write_json, write_text)
+from bench.support import (define_list_flag, define_report_only_flag, define_shared_data_flag,
+                           isa_flags, log, machine_description, read_json, results_dir,
+                           run_logged, write_json, write_text)
 from serving.litert import QUANTIZATIONS
+from utils import entry_point
+
+FLAGS = flags.FLAGS
 
 SEED = 1
 
@@ -223,42 +227,45 @@ def _set_threads(threads: int) -> None:
     torch.set_num_threads(threads)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--quantizations", default=",".join(QUANTIZATIONS))
-    parser.add_argument("--work_dir", default="/tmp/bench_litert")
-    parser.add_argument("--shared_data", default=shared_data_dir())
-    parser.add_argument("--results", default=os.path.join(results_dir("litert"),
-                                                          "litert_results.json"))
-    parser.add_argument("--batch_size", type=int, default=64)
-    parser.add_argument("--latency_calls", type=int, default=30)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=1,
-                        help="Threads of each side (LiteRT's interpreter, TensorFlow's intra-op "
-                             "pool, PyTorch). On a machine others share, two threads a side made "
-                             "PyTorch's forward pass swing from 18 to 530 ms (its OpenMP threads "
-                             "wait for each other at every barrier).")
-    parser.add_argument("--remeasure", action="store_true",
-                        help="Measure the models again, even those in --results.")
-    parser.add_argument("--report_only", action="store_true")
-    args = parser.parse_args()
-    args.quantizations = args.quantizations.split(",")
-    _set_threads(args.threads)
-    results = read_json(args.results, {"models": {}})
-    if not args.report_only:
-        for name in args.models.split(","):
-            if name in results["models"] and not args.remeasure:
+def define_flags() -> None:
+    """The benchmark's flags, defined where it runs as the main module (bench/support.py)."""
+    define_list_flag("models", list(MODELS), MODELS, "Models to measure.")
+    define_list_flag("quantizations", list(QUANTIZATIONS), QUANTIZATIONS,
+                     "LiteRT exports to measure.")
+    flags.DEFINE_string("work_dir", "/tmp/bench_litert",
+                        "Prepared models and exports, kept between runs.")
+    define_shared_data_flag()
+    flags.DEFINE_string("results", os.path.join(results_dir("litert"), "litert_results.json"),
+                        "The measured results; their report goes beside it (.md).")
+    flags.DEFINE_integer("batch_size", 64, "Batch of the dev-set passes.")
+    flags.DEFINE_integer("latency_calls", 30, "One-sentence calls of each side.")
+    flags.DEFINE_integer("rounds", 3, "Dev-set passes of each side.")
+    flags.DEFINE_integer("threads", 1, "Threads of each side (LiteRT's interpreter, TensorFlow's "
+                         "intra-op pool, PyTorch). On a machine others share, two threads a side "
+                         "made PyTorch's forward pass swing from 18 to 530 ms (its OpenMP threads "
+                         "wait for each other at every barrier).")
+    flags.DEFINE_bool("remeasure", False, "Measure the models again, even those in --results.")
+    define_report_only_flag()
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    _set_threads(FLAGS.threads)
+    results = read_json(FLAGS.results, {"models": {}})
+    if not FLAGS.report_only:
+        for name in FLAGS.models:
+            if name in results["models"] and not FLAGS.remeasure:
                 continue
-            results["models"][name] = measure(name, args)
+            results["models"][name] = measure(name, FLAGS)
             results.update(machine=machine_description(),
                            cpu_flags=sorted(isa_flags(("amx_bf16", "avx512_bf16", "avx2"))))
-            write_json(args.results, results)
+            write_json(FLAGS.results, results)
     text = report(results)
-    write_text(os.path.splitext(args.results)[0] + ".md",
+    write_text(os.path.splitext(FLAGS.results)[0] + ".md",
                "# LiteRT models against the SavedModel and transformers\n\n" + text + "\n")
     print(text)
 
 
 if __name__ == "__main__":
-    main()
+    define_flags()
+    entry_point.run(main)

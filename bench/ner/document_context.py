@@ -19,16 +19,22 @@ then with, seed by seed) gives a complete pair first. Accuracy runs may share th
 """
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import shutil
 import statistics
 import sys
 
+from absl import flags
+
 from bench.fine_tuning import runs as finetune
-from bench.support import (log, machine_description, machine_label, read_json, results_dir,
-                           run_logged, shared_data_dir, write_report)
+from bench.support import (define_integers_flag, define_output_dir_flag,
+                           define_report_only_flag, define_shared_data_flag, log,
+                           machine_description, machine_label, read_json, run_logged,
+                           write_report)
+from utils import entry_point
+
+FLAGS = flags.FLAGS
 
 TASK = finetune.TASKS["conll2003"]
 SETTINGS = (("sentence", []), ("document_context", ["--document_context"]))
@@ -110,16 +116,20 @@ def report_markdown(results: dict) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--work_dir", default="/tmp/bert_ner_context_bench")
-    parser.add_argument("--output_dir", default=results_dir("ner_document_context"))
-    parser.add_argument("--seeds", default="1,2", help="Comma-separated seeds.")
-    parser.add_argument("--shared_data", default=shared_data_dir())
-    parser.add_argument("--report_only", action="store_true")
-    args = parser.parse_args()
-    seeds = [int(seed) for seed in args.seeds.split(",")]
-    report = os.path.join(args.output_dir, "ner_document_context")
+def define_flags() -> None:
+    """The benchmark's flags, defined where it runs as the main module (bench/support.py)."""
+    flags.DEFINE_string("work_dir", "/tmp/bert_ner_context_bench",
+                        "Model, data and the runs' outputs and logs.")
+    define_output_dir_flag("ner_document_context", "ner_document_context.{json,md}")
+    define_integers_flag("seeds", [1, 2], "Seeds, each run without and with the flag.")
+    define_shared_data_flag()
+    define_report_only_flag()
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    seeds = [int(seed) for seed in FLAGS.seeds]
+    report = os.path.join(FLAGS.output_dir, "ner_document_context")
     results = read_json(report + ".json", {"runs": {}})
 
     def save() -> None:
@@ -127,15 +137,15 @@ def main() -> None:
         results["machine"] = machine_description()
         write_report(report, results, report_markdown(results), sort_keys=True)
 
-    if not args.report_only:
-        os.makedirs(args.work_dir, exist_ok=True)
-        data_dir = finetune.prepare_data(args.shared_data, args.work_dir)["conll2003"]
-        shutil.copyfile(os.path.join(args.shared_data, "conll2003", "test.txt"),
+    if not FLAGS.report_only:
+        os.makedirs(FLAGS.work_dir, exist_ok=True)
+        data_dir = finetune.prepare_data(FLAGS.shared_data, FLAGS.work_dir)["conll2003"]
+        shutil.copyfile(os.path.join(FLAGS.shared_data, "conll2003", "test.txt"),
                         os.path.join(data_dir, "test.txt"))
-        bert = finetune.bert_dir(args.work_dir, finetune.hf_model_dir())
+        bert = finetune.bert_dir(FLAGS.work_dir, finetune.hf_model_dir())
         for seed in seeds:
             for setting, _ in SETTINGS:
-                run = run_one(setting, seed, bert, data_dir, args.work_dir)
+                run = run_one(setting, seed, bert, data_dir, FLAGS.work_dir)
                 results["runs"].setdefault(setting, {})[str(seed)] = run
                 log(f"{setting} seed {seed}: dev F1 {run['dev_f1']:.4f}, test F1 "
                     f"{run['test_f1']:.4f}, {run['train_seconds'] / 60:.0f} min of training")
@@ -145,4 +155,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    define_flags()
+    entry_point.run(main)

@@ -28,19 +28,23 @@ into entity groups).
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
 import re
 import sys
 
+from absl import flags
+
 from bench.fine_tuning import runs as finetune
-from bench.support import (log, machine_description, results_dir, run_logged, shared_data_dir,
-                           write_report, write_text)
+from bench.support import (define_output_dir_flag, define_shared_data_flag, log,
+                           machine_description, run_logged, write_report, write_text)
 from data import tokenization
 from data.ner import conll, metrics as ner_metrics
 from tasks.ner import tagging_stride
+from utils import entry_point
+
+FLAGS = flags.FLAGS
 
 MAX_SEQ_LENGTH = 128
 LONGEST = 512  # the model's max_position_embeddings
@@ -229,29 +233,34 @@ def measure(model: str, documents: list[list[conll.ConllSentence]], work_dir: st
     return result
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--work_dir", default="/tmp/bert_ner_documents_bench")
-    parser.add_argument("--output_dir", default=results_dir("ner_long_documents"))
-    parser.add_argument("--epochs", type=int, default=finetune.TASKS["conll2003"].num_epochs)
-    parser.add_argument("--model", help="A run_ner.py output folder to use instead of training "
+def define_flags() -> None:
+    """The benchmark's flags, defined where it runs as the main module (bench/support.py)."""
+    flags.DEFINE_string("work_dir", "/tmp/bert_ner_documents_bench",
+                        "Model, data, the texts tagged and the logs.")
+    define_output_dir_flag("ner_long_documents", "the report's .json and .md")
+    flags.DEFINE_integer("epochs", finetune.TASKS["conll2003"].num_epochs,
+                         "Training epochs of the model trained here (without --model).")
+    flags.DEFINE_string("model", None, "A run_ner.py output folder to use instead of training "
                         "one (e.g. bench/ner/document_context.py's, trained with "
                         "--document_context); its predictions_test.txt, if any, is compared too.")
-    parser.add_argument("--model_description", help="What --model is, for the report (default: "
+    flags.DEFINE_string("model_description", None, "What --model is, for the report (default: "
                         "its path).")
-    parser.add_argument("--report_name", default="ner_long_documents",
-                        help="The report's file names in --output_dir (.json, .md).")
-    parser.add_argument("--shared_data", default=shared_data_dir())
-    args = parser.parse_args()
-    os.makedirs(args.work_dir, exist_ok=True)
-    model = args.model or train_model(args.work_dir, args.shared_data, args.epochs)
-    documents = test_documents(os.path.join(args.shared_data, "conll2003", "test.txt"))
-    result = {**measure(model, documents, args.work_dir),
-              "model": args.model and (args.model_description or f"The model in `{args.model}`"),
-              "epochs": None if args.model else args.epochs, "machine": machine_description()}
+    flags.DEFINE_string("report_name", "ner_long_documents",
+                        "The report's file names in --output_dir (.json, .md).")
+    define_shared_data_flag()
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    os.makedirs(FLAGS.work_dir, exist_ok=True)
+    model = FLAGS.model or train_model(FLAGS.work_dir, FLAGS.shared_data, FLAGS.epochs)
+    documents = test_documents(os.path.join(FLAGS.shared_data, "conll2003", "test.txt"))
+    result = {**measure(model, documents, FLAGS.work_dir),
+              "model": FLAGS.model and (FLAGS.model_description or f"The model in `{FLAGS.model}`"),
+              "epochs": None if FLAGS.model else FLAGS.epochs, "machine": machine_description()}
     with open(os.path.join(model, "eval_results.txt"), encoding="utf-8") as f:
         result["dev"] = {k: float(v) for k, v in (l.strip().split(" = ") for l in f if " = " in l)}
-    report = os.path.join(args.output_dir, args.report_name)
+    report = os.path.join(FLAGS.output_dir, FLAGS.report_name)
     write_report(report, result, report_markdown(result), sort_keys=True)
     log(f"report: {report}.md")
 
@@ -298,4 +307,5 @@ def report_markdown(result: dict) -> str:
         f"Machine: {result['machine']['cpu']}, {', '.join(result['machine']['isa'])}.", ""])
 
 if __name__ == "__main__":
-    main()
+    define_flags()
+    entry_point.run(main)

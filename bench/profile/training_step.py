@@ -32,7 +32,6 @@ Writes profile_results.json (each mode's part) and profile_results.md into --out
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
@@ -42,12 +41,16 @@ import sys
 import tempfile
 import time
 
+from absl import flags
 import numpy as np
 
 from bench.profile import ops
 from bench.profile.useful_flops import BERT_BASE, MINILM_L6_H384, training_flops
-from bench.support import (REPO_ROOT, machine_description, read_json, results_dir,
+from bench.support import (REPO_ROOT, define_output_dir_flag, machine_description, read_json,
                            shared_data_dir, write_report)
+from utils import entry_point
+
+FLAGS = flags.FLAGS
 
 BATCH, MAX_LENGTH = 32, 128
 MODELS = {"bert_base": (BERT_BASE, "gelu", 12), "minilm": (MINILM_L6_H384, "gelu_exact", 12)}
@@ -264,42 +267,46 @@ def measure_memory(cases: list[str], steps: int, repeats: int, args) -> dict:
     return found
 
 
-def main() -> None:
-    from bench.profile import report
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def define_flags() -> None:
+    """The benchmark's flags, defined where it runs as the main module (bench/support.py)."""
     shared = shared_data_dir()
-    parser.add_argument("--cases", default=None, help="Comma-separated model/data cases.")
-    parser.add_argument("--memory", action="store_true", help="Peak memory instead of the profile.")
-    parser.add_argument("--rounds", type=int, default=None,
-                        help="Timed rounds per case (default: 4 for bert_base, 16 for minilm).")
-    parser.add_argument("--profile_steps", type=int, default=3)
-    parser.add_argument("--memory_steps", type=int, default=4)
-    parser.add_argument("--memory_repeats", type=int, default=2)
-    parser.add_argument("--memory_case", help=argparse.SUPPRESS)  # one fresh process's case
-    parser.add_argument("--glue_dir", default=os.path.join(shared, "glue"))
-    parser.add_argument("--vocab_file", default=os.path.join(shared, "vocab", "uncased_vocab.txt"))
-    parser.add_argument("--output_dir", default=results_dir("training_step_profile"))
-    args = parser.parse_args()
+    flags.DEFINE_list("cases", None, "model/data cases (default: PROFILE_CASES, or MEMORY_CASES "
+                      "with --memory).")
+    flags.DEFINE_bool("memory", False, "Peak memory instead of the profile.")
+    flags.DEFINE_integer("rounds", None, "Timed rounds per case (default: 4 for bert_base, 16 for "
+                         "minilm).")
+    flags.DEFINE_integer("profile_steps", 3, "Steps under the profiler.")
+    flags.DEFINE_integer("memory_steps", 4, "Steps whose peak memory is measured.")
+    flags.DEFINE_integer("memory_repeats", 2, "Fresh processes of each variant, alternated.")
+    flags.DEFINE_string("memory_case", None, "Internal: the case:variant of one fresh process.")
+    flags.DEFINE_string("glue_dir", os.path.join(shared, "glue"), "The GLUE tasks' folders.")
+    flags.DEFINE_string("vocab_file", os.path.join(shared, "vocab", "uncased_vocab.txt"),
+                        "Google's uncased vocabulary.")
+    define_output_dir_flag("training_step_profile", "profile_results.{json,md}")
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    from bench.profile import report
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    if args.memory_case:
-        print(json.dumps(memory_of(args.memory_case, args.memory_steps, args.glue_dir,
-                                   args.vocab_file)))
+    if FLAGS.memory_case:
+        print(json.dumps(memory_of(FLAGS.memory_case, FLAGS.memory_steps, FLAGS.glue_dir,
+                                   FLAGS.vocab_file)))
         return
-    stem = os.path.join(args.output_dir, "profile_results")
+    stem = os.path.join(FLAGS.output_dir, "profile_results")
     results = read_json(stem + ".json", {})
-    cases = args.cases.split(",") if args.cases else list(
-        MEMORY_CASES if args.memory else PROFILE_CASES)
+    cases = FLAGS.cases or list(MEMORY_CASES if FLAGS.memory else PROFILE_CASES)
     command = "python -m bench.profile.training_step " + " ".join(sys.argv[1:])
     part = {"machine": machine_description(), "command": command.strip()}
-    if args.memory:
-        part["cases"] = measure_memory(cases, args.memory_steps, args.memory_repeats, args)
+    if FLAGS.memory:
+        part["cases"] = measure_memory(cases, FLAGS.memory_steps, FLAGS.memory_repeats, FLAGS)
         results["memory"] = part
     else:
         part["cases"] = {}
         for case in cases:
-            rounds = args.rounds or (4 if case.startswith("bert_base") else 16)
-            part["cases"][case] = profile_case(case, rounds, args.profile_steps, args.glue_dir,
-                                               args.vocab_file)
+            rounds = FLAGS.rounds or (4 if case.startswith("bert_base") else 16)
+            part["cases"][case] = profile_case(case, rounds, FLAGS.profile_steps, FLAGS.glue_dir,
+                                               FLAGS.vocab_file)
             print(report.profile_table({case: part["cases"][case]}), flush=True)
         results["profile"] = part
     write_report(stem, results, report.markdown(results))
@@ -307,4 +314,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    define_flags()
+    entry_point.run(main)

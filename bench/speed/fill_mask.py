@@ -27,17 +27,21 @@ Prints a table per checkpoint and writes the figures to --output (JSON).
 """
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import os
 import sys
 import tempfile
 
+from absl import flags
 import numpy as np
 
 from bench.fine_tuning.runs import hf_model_dir
 from bench.speed.sentence_embeddings import BATCH, speeds
-from bench.support import SHARED, machine_description, machine_label, results_dir, write_json
+from bench.support import (SHARED, define_list_flag, machine_description, machine_label,
+                           results_dir, write_json)
+from utils import entry_point
+
+FLAGS = flags.FLAGS
 
 MASK = "[MASK]"
 TOP_K = 5
@@ -137,34 +141,34 @@ def compare(name: str, shared: str, sentences: list[str], work_dir: str) -> dict
             "speed": speed, "table": "\n".join(lines)}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--shared", default=str(SHARED), help="The shared fixtures and data.")
-    parser.add_argument("--models", default=",".join(MODELS),
-                        help=f"Comma-separated checkpoints, among {', '.join(MODELS)}.")
-    parser.add_argument("--sentences", type=int, default=200,
-                        help="Sentences with one [MASK], and as many with two.")
-    parser.add_argument("--output", default=os.path.join(results_dir("fill_mask"),
-                                                         "fill_mask_results.json"))
-    args = parser.parse_args()
-    names = args.models.split(",")
-    if set(names) - set(MODELS):
-        parser.error(f"--models: unknown {', '.join(sorted(set(names) - set(MODELS)))}")
+def define_flags() -> None:
+    """The benchmark's flags, defined where it runs as the main module (bench/support.py)."""
+    flags.DEFINE_string("shared", str(SHARED), "The shared fixtures and data.")
+    define_list_flag("models", list(MODELS), MODELS, "Checkpoints to compare.")
+    flags.DEFINE_integer("sentences", 200, "Sentences with one [MASK], and as many with two.")
+    flags.DEFINE_string("output", os.path.join(results_dir("fill_mask"), "fill_mask_results.json"),
+                        "The figures and the tables (JSON).")
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    names = FLAGS.models
     if importlib.util.find_spec("transformers") is None:
         sys.exit("transformers is not installed: pip install -r bench/requirements.txt")
-    text = os.path.join(args.shared, "data", "wikitext-2-raw", "wiki.test.sentences.txt")
-    sentences = (masked_sentences(text, args.sentences, 1, seed=0)
-                 + masked_sentences(text, args.sentences, 2, seed=1))
+    text = os.path.join(FLAGS.shared, "data", "wikitext-2-raw", "wiki.test.sentences.txt")
+    sentences = (masked_sentences(text, FLAGS.sentences, 1, seed=0)
+                 + masked_sentences(text, FLAGS.sentences, 2, seed=1))
     machine = machine_description()
     with tempfile.TemporaryDirectory() as work_dir:
-        results = {name: compare(name, args.shared, sentences, work_dir) for name in names}
+        results = {name: compare(name, FLAGS.shared, sentences, work_dir) for name in names}
     table = "\n\n".join(
-        [f"{machine_label(machine)}; {len(sentences)} WikiText-2 sentences ({args.sentences} "
-         f"with one [MASK], {args.sentences} with two)"]
+        [f"{machine_label(machine)}; {len(sentences)} WikiText-2 sentences ({FLAGS.sentences} "
+         f"with one [MASK], {FLAGS.sentences} with two)"]
         + [result["table"] for result in results.values()])
     print(table)
-    write_json(args.output, {"machine": machine, "models": results, "table": table})
+    write_json(FLAGS.output, {"machine": machine, "models": results, "table": table})
 
 
 if __name__ == "__main__":
-    main()
+    define_flags()
+    entry_point.run(main)

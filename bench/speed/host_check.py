@@ -22,7 +22,6 @@ puts the hosts side by side.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -31,8 +30,14 @@ import subprocess
 import sys
 import time
 
-from bench.support import (REPO_ROOT, machine_description, machine_label, read_json, results_dir,
-                           write_json, write_text)
+from absl import app
+from absl import flags
+
+from bench.support import (REPO_ROOT, define_report_only_flag, machine_description, machine_label,
+                           read_json, results_dir, write_json, write_text)
+from utils import entry_point
+
+FLAGS = flags.FLAGS
 
 FRAMEWORKS = ("tensorflow", "torch")
 # (m, k, n, first operand transposed): [tokens, H] x [H, I], [tokens, I] x [I, H], and the
@@ -222,34 +227,39 @@ def _product_names(results: dict) -> list[str]:
     return list(next(iter(results.values()))["rates"]["tensorflow"]["matmul_gflops"])
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--host", help="This host's label in the results (required to measure).")
-    parser.add_argument("--rounds", type=int, default=4)
-    parser.add_argument("--repeats", type=int, default=20, help="Timed calls per process.")
-    parser.add_argument("--results", default=os.path.join(results_dir("host_check"),
-                                                          "host_check_results.json"))
-    parser.add_argument("--report_only", action="store_true")
-    parser.add_argument("--child", choices=FRAMEWORKS, help=argparse.SUPPRESS)
-    parser.add_argument("--child_mode", choices=("rates", "isa"), help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        if args.child_mode == "isa":
-            child_isa(args.child)
+def define_flags() -> None:
+    """The benchmark's flags, defined where it runs as the main module (bench/support.py)."""
+    flags.DEFINE_string("host", None, "This host's label in the results (required to measure).")
+    flags.DEFINE_integer("rounds", 4, "Fresh processes of each framework, alternated.")
+    flags.DEFINE_integer("repeats", 20, "Timed calls per process.")
+    flags.DEFINE_string("results", os.path.join(results_dir("host_check"),
+                                                "host_check_results.json"),
+                        "The hosts' results; their report goes beside it (.md).")
+    define_report_only_flag()
+    flags.DEFINE_enum("child", None, FRAMEWORKS, "Internal: measure in this framework's process.")
+    flags.DEFINE_enum("child_mode", None, ["rates", "isa"], "Internal: what the child measures.")
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    if FLAGS.child:
+        if FLAGS.child_mode == "isa":
+            child_isa(FLAGS.child)
         else:
-            print(json.dumps(child_rates(args.child, args.repeats)))
+            print(json.dumps(child_rates(FLAGS.child, FLAGS.repeats)))
         return
-    results = read_json(args.results, {})
-    if not args.report_only:
-        if not args.host:
-            parser.error("--host is required to measure (a label for this host)")
-        results[args.host] = measure(args.rounds, args.repeats)
-        write_json(args.results, results)
+    results = read_json(FLAGS.results, {})
+    if not FLAGS.report_only:
+        if not FLAGS.host:
+            raise app.UsageError("--host is required to measure (a label for this host)")
+        results[FLAGS.host] = measure(FLAGS.rounds, FLAGS.repeats)
+        write_json(FLAGS.results, results)
     if not results:
-        parser.error(f"no results in {args.results}")
-    write_text(os.path.splitext(args.results)[0] + ".md", report(results))
+        raise app.UsageError(f"no results in {FLAGS.results}")
+    write_text(os.path.splitext(FLAGS.results)[0] + ".md", report(results))
     print(report(results))
 
 
 if __name__ == "__main__":
-    main()
+    define_flags()
+    entry_point.run(main)

@@ -15,14 +15,17 @@ Prints the table and writes it, with the per-length times, to --output (JSON).
 """
 from __future__ import annotations
 
-import argparse
 import os
 import time
 
+from absl import flags
 import numpy as np
 
 from bench.support import (machine_description, machine_label, results_dir, shared_data_dir,
                            write_json)
+from utils import entry_point
+
+FLAGS = flags.FLAGS
 
 MULTIPLES = (1, 4, 8, 16, 32, 128)
 # Each task's training folder in ../shared/data/glue (the re-split train where the official one
@@ -104,17 +107,22 @@ def epoch_seconds(batch_lengths: np.ndarray, times: dict[int, float], multiple: 
     return float(sum(times[max(int(length), min(times))] for length in padded))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def define_flags() -> None:
+    """The benchmark's flags, defined where it runs as the main module (bench/support.py)."""
     shared = shared_data_dir()
-    parser.add_argument("--glue_dir", default=os.path.join(shared, "glue"))
-    parser.add_argument("--vocab_file", default=os.path.join(shared, "vocab", "uncased_vocab.txt"))
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--output", default=os.path.join(results_dir("padding_multiple"),
-                                                         "padding_multiple_results.json"))
-    args = parser.parse_args()
-    batch_lengths = task_batch_lengths(args.glue_dir, args.vocab_file)
-    times, machine = step_times(range(8, MAX_LENGTH + 1), args.repeats)
+    flags.DEFINE_string("glue_dir", os.path.join(shared, "glue"), "The GLUE tasks' folders.")
+    flags.DEFINE_string("vocab_file", os.path.join(shared, "vocab", "uncased_vocab.txt"),
+                        "Google's uncased vocabulary.")
+    flags.DEFINE_integer("repeats", 3, "Timed steps at each length (their median is kept).")
+    flags.DEFINE_string("output", os.path.join(results_dir("padding_multiple"),
+                                               "padding_multiple_results.json"),
+                        "The table and the per-length times (JSON).")
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    batch_lengths = task_batch_lengths(FLAGS.glue_dir, FLAGS.vocab_file)
+    times, machine = step_times(range(8, MAX_LENGTH + 1), FLAGS.repeats)
     lines = [machine_label(machine), "",
              "| task | " + " | ".join(f"multiple {m}" for m in MULTIPLES) + " |",
              "|---|" + "---|" * len(MULTIPLES)]
@@ -124,8 +132,9 @@ def main() -> None:
             f"{s:.0f} s ({seconds[0] / s:.2f}x)" for s in seconds) + " |")
     table = "\n".join(lines)
     print(table)
-    write_json(args.output, {"machine": machine, "step_seconds": times, "table": table})
+    write_json(FLAGS.output, {"machine": machine, "step_seconds": times, "table": table})
 
 
 if __name__ == "__main__":
-    main()
+    define_flags()
+    entry_point.run(main)

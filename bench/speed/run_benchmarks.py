@@ -31,31 +31,35 @@ from bench.speed import report
 from bench.speed.cases import MODEL_SIZES, Case, benchmark_cases
 from bench.speed.contenders import CONTENDERS
 from bench.speed.worker import worker_main
-from bench.support import SpawnedProcess, machine_description, results_dir, write_json
+from bench.support import (SpawnedProcess, define_list_flag, machine_description, results_dir,
+                           write_json)
+from utils import entry_point
 
 FLAGS = flags.FLAGS
-flags.DEFINE_bool("quick", False, "Smoke run: the small model at sequence 128, 3 rounds.")
-flags.DEFINE_list("models", None, f"Model sizes among {list(MODEL_SIZES)} (default: all; "
-                  "--quick: the small one).")
-flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "float32 and/or bfloat16 (mixed).")
-flags.DEFINE_list("modes", ["forward", "train"], "forward and/or train (the pretraining step).")
-flags.DEFINE_list("shapes", None, "Forward shapes as BxT, e.g. 32x128 (default: 1x128, 1x384, "
-                  "32x128, 32x384; --quick: 1x128, 32x128).")
-flags.DEFINE_list("contenders", list(CONTENDERS), f"Among {list(CONTENDERS)}; the first one is "
-                  "the numerator of the ratios.")
-flags.DEFINE_integer("rounds", 20, "Most timed calls per contender and case, fewer where they "
-                     "would exceed --case_seconds (--quick: 3).")
-flags.DEFINE_integer("min_rounds", 3, "Rounds kept even when a case exceeds --case_seconds.")
-flags.DEFINE_float("case_seconds", 60.0, "Time budget of the timed rounds of one case.")
-flags.DEFINE_bool("update", False, "Measure only the selected cases and put them in place of the "
-                  "same cases in the output folder's results.json, keeping the others.")
-flags.DEFINE_string("output_dir", None, "Where RESULTS.md, results.png and results.json go "
-                    "(default: bench/results/model_speed/, --quick: /tmp/bert_speed_quick).")
 
-for _name, _allowed in (("models", list(MODEL_SIZES)), ("dtypes", ["float32", "bfloat16"]),
-                        ("modes", ["forward", "train"]), ("contenders", list(CONTENDERS))):
-    flags.register_validator(_name, lambda values, allowed=_allowed: not values or
-                             set(values) <= set(allowed), message=f"each among {_allowed}")
+
+def define_flags() -> None:
+    """The benchmark's flags, defined where it runs as the main module (bench/support.py)."""
+    flags.DEFINE_bool("quick", False, "Smoke run: the small model at sequence 128, 3 rounds.")
+    define_list_flag("models", None, list(MODEL_SIZES), "Model sizes (default: all; --quick: the "
+                     "small one).")
+    define_list_flag("dtypes", ["float32", "bfloat16"], ["float32", "bfloat16"],
+                     "float32 and/or bfloat16 (mixed).")
+    define_list_flag("modes", ["forward", "train"], ["forward", "train"],
+                     "forward and/or train (the pretraining step).")
+    flags.DEFINE_list("shapes", None, "Forward shapes as BxT, e.g. 32x128 (default: 1x128, "
+                      "1x384, 32x128, 32x384; --quick: 1x128, 32x128).")
+    define_list_flag("contenders", list(CONTENDERS), list(CONTENDERS), "The sides; the first one "
+                     "is the numerator of the ratios.")
+    flags.DEFINE_integer("rounds", 20, "Most timed calls per contender and case, fewer where they "
+                         "would exceed --case_seconds (--quick: 3).")
+    flags.DEFINE_integer("min_rounds", 3, "Rounds kept even when a case exceeds --case_seconds.")
+    flags.DEFINE_float("case_seconds", 60.0, "Time budget of the timed rounds of one case.")
+    flags.DEFINE_bool("update", False, "Measure only the selected cases and put them in place of "
+                      "the same cases in the output folder's results.json, keeping the others.")
+    flags.DEFINE_string("output_dir", None, "Where RESULTS.md, results.png and results.json go "
+                        "(default: bench/results/model_speed/, --quick: /tmp/bert_speed_quick).")
+
 
 # The matmul shapes of the peak: a BERT-Base feed-forward product at batch 32 x 128 tokens, and a
 # square one.
@@ -249,4 +253,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    define_flags()
+    entry_point.run(main)

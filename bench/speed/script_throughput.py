@@ -21,7 +21,6 @@ already there.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -29,11 +28,18 @@ import statistics
 import sys
 import tempfile
 
+from absl import app
+from absl import flags
+
 from bench.speed.cases import MAX_PREDICTIONS_PER_SEQ, MODEL_SIZES, Case, ModelSize
 from bench.speed.contenders import bert_config
 from bench.speed.run_benchmarks import Worker
-from bench.support import (log, machine_description, machine_label, read_json, results_dir,
-                           run_logged, shared_data_dir, write_report)
+from bench.support import (define_output_dir_flag, define_shared_data_flag, log,
+                           machine_description, machine_label, read_json, run_logged,
+                           write_report)
+from utils import entry_point
+
+FLAGS = flags.FLAGS
 
 BATCH_SIZE = 32
 SEQ_LENGTH = 128
@@ -126,36 +132,40 @@ def markdown(results: dict) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default="bert_base", choices=sorted(MODEL_SIZES))
-    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
-    parser.add_argument("--steps", type=int, default=12,
-                        help=f"Training steps of each run, the first {WARMUP_STEPS} untimed.")
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--work_dir", default="/tmp/bert_script_throughput")
-    parser.add_argument("--output_dir", default=results_dir("script_throughput"))
-    parser.add_argument("--shared_data", default=shared_data_dir())
-    args = parser.parse_args()
-    if args.steps < WARMUP_STEPS + 2:
-        parser.error(f"--steps must be at least {WARMUP_STEPS + 2}")
-    case = Case(ModelSize(args.model, *MODEL_SIZES[args.model]), args.dtype, "train",
+def define_flags() -> None:
+    """The benchmark's flags, defined where it runs as the main module (bench/support.py)."""
+    flags.DEFINE_enum("model", "bert_base", sorted(MODEL_SIZES), "The model's size.")
+    flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16"], "float32, or mixed bfloat16.")
+    flags.DEFINE_integer("steps", 12, f"Training steps of each run, the first {WARMUP_STEPS} "
+                         "untimed.")
+    flags.DEFINE_integer("rounds", 2, "Rounds, each a run of the script and one of the step.")
+    flags.DEFINE_string("work_dir", "/tmp/bert_script_throughput",
+                        "Where the pretraining records, the config and the runs go.")
+    define_output_dir_flag("script_throughput", "script_throughput.json and .md")
+    define_shared_data_flag()
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    if FLAGS.steps < WARMUP_STEPS + 2:
+        raise app.UsageError(f"--steps must be at least {WARMUP_STEPS + 2}")
+    case = Case(ModelSize(FLAGS.model, *MODEL_SIZES[FLAGS.model]), FLAGS.dtype, "train",
                 BATCH_SIZE, SEQ_LENGTH)
-    os.makedirs(args.work_dir, exist_ok=True)
-    records = pretraining_records(args.shared_data, args.work_dir)
-    config_file = bert_config_file(case.model, args.work_dir)
-    report = os.path.join(args.output_dir, "script_throughput")
+    os.makedirs(FLAGS.work_dir, exist_ok=True)
+    records = pretraining_records(FLAGS.shared_data, FLAGS.work_dir)
+    config_file = bert_config_file(case.model, FLAGS.work_dir)
+    report = os.path.join(FLAGS.output_dir, "script_throughput")
     results = read_json(report + ".json", {})
     machine = machine_description()
     label = machine_label(machine)
     rounds = []
-    for index in range(1, args.rounds + 1):
+    for index in range(1, FLAGS.rounds + 1):
         load = os.getloadavg()[0]
         with tempfile.TemporaryDirectory(prefix="bert_script_") as scratch:
-            script = run_script(case, args.steps, records, config_file, scratch)
-            step = run_step(case, args.steps, scratch)
+            script = run_script(case, FLAGS.steps, records, config_file, scratch)
+            step = run_step(case, FLAGS.steps, scratch)
         rounds.append({"script": script, "step": step, "load_average": [load, os.getloadavg()[0]]})
-        log(f"round {index}/{args.rounds} {case.key}: script "
+        log(f"round {index}/{FLAGS.rounds} {case.key}: script "
             f"{script['examples_per_second']:.2f} examples/s, step "
             f"{step['examples_per_second']:.2f}, ratio "
             f"{script['examples_per_second'] / step['examples_per_second']:.3f}")
@@ -167,4 +177,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    define_flags()
+    entry_point.run(main)

@@ -17,18 +17,21 @@ Prints the table and writes the figures to --output (JSON).
 """
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import os
 import statistics
 import sys
 import time
 
+from absl import flags
 import numpy as np
 
 from bench.fine_tuning.runs import hf_model_dir
-from bench.support import (machine_description, machine_label, results_dir, shared_data_dir,
-                           write_json)
+from bench.support import (define_shared_data_flag, machine_description, machine_label,
+                           results_dir, write_json)
+from utils import entry_point
+
+FLAGS = flags.FLAGS
 
 BATCH = 64
 
@@ -86,12 +89,16 @@ def speeds(contenders: dict, latency_text: str, sentences: list[str], calls: int
             for name, spent in times.items()}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--shared_data", default=shared_data_dir())
-    parser.add_argument("--output", default=os.path.join(results_dir("sentence_embeddings"),
-                                                         "sentence_embeddings_results.json"))
-    args = parser.parse_args()
+def define_flags() -> None:
+    """The benchmark's flags, defined where it runs as the main module (bench/support.py)."""
+    define_shared_data_flag()
+    flags.DEFINE_string("output", os.path.join(results_dir("sentence_embeddings"),
+                                               "sentence_embeddings_results.json"),
+                        "The figures and the table (JSON).")
+
+
+def main(argv: list[str]) -> None:
+    del argv
     if importlib.util.find_spec("sentence_transformers") is None:
         sys.exit("sentence-transformers is not installed: pip install -r bench/requirements.txt")
     import sentence_transformers
@@ -107,7 +114,7 @@ def main() -> None:
     def encode_theirs(texts):
         return theirs.encode(texts, batch_size=BATCH, convert_to_numpy=True)
 
-    first, second, gold = sts_pairs(os.path.join(args.shared_data, "glue", "STS-B", "original",
+    first, second, gold = sts_pairs(os.path.join(FLAGS.shared_data, "glue", "STS-B", "original",
                                                  "sts-test.tsv"))
     sentences = first + second
     vectors = {"this project": encode_ours(sentences), "sentence-transformers":
@@ -115,7 +122,7 @@ def main() -> None:
     agreement = cosine(vectors["this project"], vectors["sentence-transformers"])
     scores = {name: spearman(cosine(v[:len(first)], v[len(first):]), gold)
               for name, v in vectors.items()}
-    with open(os.path.join(args.shared_data, "glue", "SST-2", "dev.tsv"), encoding="utf-8") as f:
+    with open(os.path.join(FLAGS.shared_data, "glue", "SST-2", "dev.tsv"), encoding="utf-8") as f:
         sst2 = [line.split("\t")[0] for line in f.read().splitlines()[1:] if line]
     speed = speeds({"this project": encode_ours, "sentence-transformers": encode_theirs},
                    sst2[0], sst2)
@@ -131,10 +138,11 @@ def main() -> None:
                      f"{speed[name]['sentences_per_second']:.0f} |")
     table = "\n".join(lines)
     print(table)
-    write_json(args.output, {"machine": machine, "min_cosine": float(agreement.min()),
-                             "mean_cosine": float(agreement.mean()), "spearman": scores,
-                             "speed": speed, "table": table})
+    write_json(FLAGS.output, {"machine": machine, "min_cosine": float(agreement.min()),
+                              "mean_cosine": float(agreement.mean()), "spearman": scores,
+                              "speed": speed, "table": table})
 
 
 if __name__ == "__main__":
-    main()
+    define_flags()
+    entry_point.run(main)
