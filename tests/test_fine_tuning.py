@@ -15,6 +15,7 @@ from running.batching import FIXED, ArrayExamples, Batching
 from running import prediction, xla_choice
 from training import fine_tuning
 from training.optimizer import create_optimizer
+from training.periodic_evaluation import EvaluationPlan
 from training.trainer import TrainingConfig
 
 _CONFIG = BertConfig(vocab_size=20, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
@@ -150,11 +151,17 @@ def test_a_new_task_trains_saves_resumes_and_restores_through_the_runner(tmp_pat
     config = dataclasses.replace(_CONFIG, vocab_size=len(_WORDS))
     keras.utils.set_random_seed(0)
     run, task = _csv_run(tmp_path / "out"), _csv_task(config)
-    stops = []
+    scored = []
+
+    def evaluate(model, step, suffix):
+        scored.append((suffix, step))
+        return {"eval_step": step}
     trained = fine_tuning.train(run, task, ArrayExamples(arrays), run.train_steps(10),
-                                stops=[2, 5], at_stop=lambda t, n: stops.append((n, t.global_step)))
+                                EvaluationPlan(every_epoch=True, metric="eval_step"), evaluate)
     assert run.train_steps(10) == 7  # int(10 / 4 * 3)
-    assert trained.global_step == 7 and stops == [(1, 2), (2, 5), (3, 7)]
+    assert trained.global_step == 7
+    assert scored == [("_epoch_1", 2), ("_epoch_2", 5), ("_epoch_3", 7)]
+    assert (tmp_path / "out" / "best" / "model_spec.json").is_file()
     with open(tmp_path / "out" / "model_spec.json", encoding="utf-8") as f:
         assert json.load(f)["head"] == "classifier"
     assert (tmp_path / "out" / "bert_config.json").is_file()

@@ -82,11 +82,11 @@ def test_model_spec_file_has_one_schema_and_is_read_back(tmp_path):
     write_model_spec(str(tmp_path), ModelSpec("classifier", 3))
     assert json.loads((tmp_path / SPEC_FILE).read_text()) == {"head": "classifier",
                                                               "num_labels": 3}
-    assert read_model_spec(str(tmp_path)) == (ModelSpec("classifier", 3), None, None)
+    assert read_model_spec(str(tmp_path)) == (ModelSpec("classifier", 3), None, None, None)
     write_model_spec(str(tmp_path), ModelSpec("squad"), do_lower_case=False)
     assert json.loads((tmp_path / SPEC_FILE).read_text()) == {
         "head": "squad", "num_labels": None, "do_lower_case": False}
-    assert read_model_spec(str(tmp_path)) == (ModelSpec("squad"), False, None)
+    assert read_model_spec(str(tmp_path)) == (ModelSpec("squad"), False, None, None)
     # The label names by id, one per label of the head.
     write_model_spec(str(tmp_path), ModelSpec("classifier", 2), labels=["0", "1"])
     assert json.loads((tmp_path / SPEC_FILE).read_text())["labels"] == ["0", "1"]

@@ -74,8 +74,10 @@ def _assert_packed_matches_padded(packed: dict, padded: dict, input_mask: np.nda
 def test_real_tokens_as_padded_and_padding_zero(run):
     packed, padded = _encoders()
     batch = _mixed_batch()
+    # The last row's real tokens are no prefix: packed, its sums run over 7 tokens, padded over
+    # 16 with zeros between, and round off in another order (up to about 1e-6 at values ~0.4).
     _assert_packed_matches_padded(RUNS[run](packed)(batch), RUNS[run](padded)(batch),
-                                  batch["input_mask"], atol=XLA_ATOL if run == "xla" else 1e-6)
+                                  batch["input_mask"], atol=XLA_ATOL if run == "xla" else 2e-6)
 
 
 # Widths whose B * T is a multiple of 16: the padded computation's own numbers move by round-off

@@ -64,7 +64,7 @@ def train_ours(hf_dir: str, task, head: tuple[np.ndarray, np.ndarray],
     import tensorflow as tf
     from modeling import checkpoints
     from modeling.checkpoints.hf.config import bert_config_from_hf
-    from tasks.classifier import Settings, fine_tuning_task
+    from tasks.classifier import Settings, Splits, fine_tuning_task
     from running.batching import ArrayExamples
     from training.fine_tuning import warmup_steps
     from training.optimizer import create_optimizer
@@ -74,7 +74,8 @@ def train_ours(hf_dir: str, task, head: tuple[np.ndarray, np.ndarray],
     with open(os.path.join(hf_dir, "config.json"), encoding="utf-8") as f:
         config = dataclasses.replace(bert_config_from_hf(json.load(f)), hidden_dropout_prob=0.0,
                                      attention_probs_dropout_prob=0.0)
-    fine_tuned = fine_tuning_task(config, Settings(task, "", work_dir, 128, True))
+    fine_tuned = fine_tuning_task(config, Settings(work_dir, 128, True, task=task),
+                                  Splits(task, {}))
     num_steps, batch_size = rows.shape
     strategy = tf.distribute.get_strategy()
     with strategy.scope():
@@ -217,9 +218,9 @@ def main(argv: list[str]) -> None:
     data_dir = prepare_data(FLAGS.shared_data, FLAGS.work_dir)["rte"]
     task = glue_tasks.get_task("rte")
     tokenizer = tokenization.FullTokenizer(os.path.join(hf_dir, "vocab.txt"), do_lower_case=True)
-    splits = read_splits(Settings(task, data_dir, FLAGS.work_dir, 128, True), ("train", "eval"),
-                         tokenizer)
-    train, dev = splits["train"].arrays, splits["dev"].arrays
+    splits = read_splits(Settings(FLAGS.work_dir, 128, True, task=task, data_dir=data_dir),
+                         ("train", "eval"), tokenizer)
+    train, dev = splits.by_name["train"].arrays, splits.by_name["dev"].arrays
     num_examples = len(train["label_ids"])
     num_steps = int(num_examples / TRAIN_BATCH_SIZE * FLAGS.epochs)
     rows = batch_rows(num_examples, TRAIN_BATCH_SIZE, num_steps, FLAGS.seed)

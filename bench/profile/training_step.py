@@ -109,7 +109,8 @@ def build_step(model_name: str, task, arrays: dict, packed: bool, output_dir: st
     optimizer = create_optimizer(5e-5, 1000, 100)
     optimizer.build(model.trainable_variables)
     loss_fn = classifier.fine_tuning_task(
-        config, classifier.Settings(task, "", output_dir, 128, True)).loss_fn
+        config, classifier.Settings(output_dir, 128, True, task=task),
+        classifier.Splits(task, {})).loss_fn
     trainer = Trainer(tf.distribute.get_strategy(), model, optimizer, loss_fn,
                       TrainingConfig(num_train_steps=1000, output_dir=output_dir,
                                      jit_compile=None))
