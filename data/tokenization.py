@@ -227,8 +227,13 @@ class BasicTokenizer:
         return output_tokens
 
 
+def is_unused_token(token: str) -> bool:
+    """True for the `[unusedN]` slots of BERT's vocabularies."""
+    return _UNUSED_TOKEN_RE.search(token) is not None
+
+
 def _is_preserved(token: str, vocab: Iterable[str]) -> bool:
-    return token in vocab and _UNUSED_TOKEN_RE.search(token) is not None
+    return token in vocab and is_unused_token(token)
 
 
 class WordpieceTokenizer:

@@ -85,6 +85,13 @@ def test_preserve_unused_tokens(unicode_spec, uncased_vocab):
         assert tokenizer.tokenize(case["text"]) == case["tokens"]
 
 
+def test_unused_tokens_are_the_slots_of_the_vocabularies(uncased_vocab):
+    vocab = tokenization.load_vocab(uncased_vocab)
+    assert sum(tokenization.is_unused_token(token) for token in vocab) == 994
+    for token in ("[unused]", "[unused1", "unused1", "[UNUSED1]", "[unused1] ", "[unused-1]"):
+        assert not tokenization.is_unused_token(token), token
+
+
 def test_unicode_database_version_matches_fixtures(unicode_spec):
     import unicodedata
     assert unicodedata.unidata_version == unicode_spec["unicodedata_version"], sys.version
