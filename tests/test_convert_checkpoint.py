@@ -16,7 +16,10 @@ from modeling.checkpoints.keras_format.checkpoint import save_keras_checkpoint
 from modeling.checkpoints.names import tf1_name_map
 from modeling.checkpoints.tf1.checkpoint import read_tf1_checkpoint
 from modeling.config import BertConfig
+from data import vocab_extension, wordpiece_vocab
 from tests.modeling_fixtures import tiny_dir
+from tests.script_errors import assert_user_error
+from tests.test_new_token_rows import assert_new_rows_are_piece_means
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 ORIGINAL_PREFIXES = {"pretraining": "bert_model.ckpt", "classifier": "classifier/model.ckpt",
@@ -183,3 +186,27 @@ def test_script_says_what_it_found_and_refuses_bad_input(fixtures_dir, uncased_v
     assert "model_type 'distilbert'" in result.stderr
     assert "Hugging Face folder (detected)" in result.stdout
     assert not (tmp_path / "out").exists() and _leftovers(tmp_path) == []
+
+
+@pytest.mark.slow
+def test_script_starts_the_new_tokens_of_an_extended_vocabulary_from_their_pieces(
+        fixtures_dir, uncased_vocab, tmp_path):
+    released = _original_folder(fixtures_dir, uncased_vocab, "pretraining", tmp_path / "released")
+    counts = wordpiece_vocab.count_words(["Chloroplasts hold thylakoids; Genghis Khan."] * 3, True)
+    extension = vocab_extension.extend_vocabulary(
+        vocab_extension.read_vocab_lines(str(uncased_vocab)), counts)
+    vocab = tmp_path / "domain" / "vocab.txt"
+    vocab.parent.mkdir()
+    json_path = vocab_extension.write_extension(extension, str(vocab), str(uncased_vocab), True)
+    args = [f"--input={released}", "--to=hf", f"--vocab_extension={json_path}"]
+    result = _run_script(*args, f"--output={tmp_path / 'hf'}", f"--vocab_file={vocab}")
+    assert result.returncode == 0, result.stderr
+    pieces = {token.id: token.piece_ids for token in extension.new_tokens}
+    assert f"{len(pieces)} new tokens, their rows of bert/embeddings/word_embeddings and " \
+           "cls/predictions/output_bias set to the means" in result.stdout
+    assert (tmp_path / "hf" / "vocab.txt").read_bytes() == vocab.read_bytes()
+    assert_new_rows_are_piece_means(read_tf1_checkpoint(str(released)),
+                                    _values(read_model(str(tmp_path / "hf"))), pieces)
+    forgot_vocab = _run_script(*args, f"--output={tmp_path / 'out'}")
+    assert_user_error(forgot_vocab.stderr, "pass the extended vocabulary as --vocab_file")
+    assert not (tmp_path / "out").exists()

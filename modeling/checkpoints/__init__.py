@@ -7,6 +7,7 @@ Code outside the package imports from here (`from modeling import checkpoints`):
 - whole model folders, for conversion and export: `read_model`, `write_model`, `LoadedModel`;
 - heads: `HEAD_NAMES`, `ModelSpec`, `model_spec`, `build_model`, and `write_model_spec`, the one
   writer of `model_spec.json` (`SPEC_FILE`);
+- new tokens in a vocabulary's [unusedN] slots: `initialise_new_token_rows`;
 - the original TF1 format: `save_tf1_checkpoint` (with the optimizer's moments under the original's
   slot names), `resolve_checkpoint_prefix`, `tf1_name`;
 - what a strict load raises: `CheckpointMismatchError`, `CorruptCheckpointError`,
@@ -29,6 +30,7 @@ from modeling.checkpoints.formats import (DESCRIPTIONS, FORMATS, checkpoint_step
 from modeling.checkpoints.model_specs import (HEAD_NAMES, SPEC_FILE, ModelSpec, build_model,
                                               model_spec, write_model_spec)
 from modeling.checkpoints.names import tf1_name
+from modeling.checkpoints.new_token_rows import initialise_new_token_rows
 from modeling.checkpoints.tf1.checkpoint import resolve_checkpoint_prefix, save_tf1_checkpoint
 
 __all__ = [
@@ -45,6 +47,7 @@ __all__ = [
     "build_model",
     "checkpoint_step",
     "detect_format",
+    "initialise_new_token_rows",
     "load_checkpoint",
     "model_spec",
     "read_model",
