@@ -6,12 +6,10 @@ with a message where it is absent, except under CI (`CI=true`), where they fail 
 """
 import os
 import pathlib
-import sys
 
 import pytest
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT))
+from tests.support.paths import REPO_ROOT
 
 
 def _shared_path(env_var: str, default: str) -> pathlib.Path:

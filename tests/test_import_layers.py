@@ -1,10 +1,11 @@
-"""The layers of DESIGN.md, one direction: each library package imports only what is below it."""
+"""The layers of docs/architecture.md, one direction: each library package imports only what is
+below it."""
 import ast
 import pathlib
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 
 PROJECT = ("utils", "data", "modeling", "running", "training", "tasks", "serving", "synthetic",
            "selection")

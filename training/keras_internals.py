@@ -14,7 +14,7 @@ gives a behaviour no public API offers:
   variable's slots.
 - `strategy.extended._in_multi_worker_mode()` tells a strategy that spans several workers.
 
-`missing()` names whatever of these an installed version lacks; tests/test_keras_internals.py
+`missing()` names whatever of these an installed version lacks; tests/training/test_keras_internals.py
 fails with those names after an upgrade, rather than a training run failing (or an override
 silently never being called) somewhere deep inside Keras.
 """

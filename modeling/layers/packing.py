@@ -29,7 +29,7 @@ from typing import Callable
 import keras
 import tensorflow as tf
 # Private: TensorFlow offers no public way to tell, while tracing, that XLA will compile the graph
-# or that a gradient tape records it. tests/test_packing.py fails if these go away.
+# or that a gradient tape records it. tests/modeling/layers/test_packing.py fails if these go away.
 from tensorflow.python.eager import record
 from tensorflow.python.ops import control_flow_util
 

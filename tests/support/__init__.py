@@ -1,0 +1,3 @@
+"""What several test modules share: tiny models and fixtures, script runners, reference outputs.
+
+A test module imports from here, never from another test module."""
