@@ -19,8 +19,8 @@ ALLOWED = {
     "training": {"modeling", "running", "utils"},
     # One module per task, above the four it connects.
     "tasks": {"data", "modeling", "running", "training", "utils"},
-    # Serving exports the tasks' models with tokenization in the graph.
-    "serving": {"tasks", "data", "modeling", "running", "utils"},
+    # Serving puts the tokenizer and the models of modeling/ in one graph; it calls no task.
+    "serving": {"data", "modeling", "utils"},
     "synthetic": {"data", "utils"},
     # The grid of fine-tuning runs select_fine_tuning.py runs, above the classifier task.
     "selection": {"tasks", "data", "utils"},
@@ -54,3 +54,23 @@ def test_the_checker_sees_imports_inside_functions(tmp_path):
     module = tmp_path / "module.py"
     module.write_text("import os\n\ndef f():\n    from training.trainer import Trainer\n")
     assert imported_top_levels(module) == {"os", "training"}
+
+
+def test_test_modules_share_code_through_tests_support_only():
+    """A test module imports helpers from tests/support/, never another test module."""
+    root = pathlib.Path(REPO_ROOT)
+    breaks = {}
+    for path in sorted((root / "tests").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        modules = {node.module for node in ast.walk(tree)
+                   if isinstance(node, ast.ImportFrom) and node.module and node.level == 0}
+        modules |= {f"{node.module}.{alias.name}" for node in ast.walk(tree)
+                    if isinstance(node, ast.ImportFrom) and node.module == "tests"
+                    for alias in node.names}
+        modules |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                    for alias in node.names}
+        wrong = sorted(name for name in modules if name.split(".")[0] == "tests"
+                       and name != "tests" and not name.startswith("tests.support"))
+        if wrong:
+            breaks[str(path.relative_to(root))] = wrong
+    assert not breaks

@@ -11,6 +11,7 @@ from bench.fine_tuning.real_weights import (TIMING, TIMING_GROUPED, TIMINGS, dro
 from bench.fine_tuning.runs import TASKS, FineTuneTask, real_token_counts, training_timing
 from data import tokenization
 from data.ner import conll, features
+from tests.support.dependencies import require
 
 
 def test_plan_runs_every_task_once_before_the_extra_seeds_then_times_each_task():
@@ -208,7 +209,7 @@ def test_markdown_shows_the_squad_prediction_beside_the_epoch_timings():
 def test_the_transformers_run_labels_the_words_this_project_labels(uncased_vocab,
                                                                    shared_data_dir, tmp_path):
     """Both frameworks train on the first piece of every word of the same CoNLL sentences."""
-    transformers = pytest.importorskip("transformers")
+    transformers = require("transformers")
     from bench.fine_tuning.transformers_run import _ner_encodings
     data = conll.read_conll_file(shared_data_dir / "conll2003" / "valid.txt")
     data = conll.ConllData(documents=data.documents[:3], source_scheme=data.source_scheme)
@@ -229,7 +230,7 @@ def test_the_transformers_run_labels_the_words_this_project_labels(uncased_vocab
 
 
 def test_the_transformers_answer_is_the_best_span_inside_the_context(uncased_vocab, tmp_path):
-    transformers = pytest.importorskip("transformers")
+    transformers = require("transformers")
     from bench.fine_tuning.transformers_run import _best_spans
     shutil.copyfile(uncased_vocab, tmp_path / "vocab.txt")
     (tmp_path / "tokenizer_config.json").write_text(json.dumps(
@@ -252,8 +253,8 @@ def test_the_transformers_answer_is_the_best_span_inside_the_context(uncased_voc
 def test_the_transformers_batches_are_its_collators(uncased_vocab, tmp_path):
     """Cut to the batch's longest row, the peer's batches are what DataCollatorWithPadding
     makes of the unpadded encodings."""
-    transformers = pytest.importorskip("transformers")
-    torch = pytest.importorskip("torch")
+    transformers = require("transformers")
+    torch = require("torch")
     from bench.fine_tuning.transformers_run import _batch
     shutil.copyfile(uncased_vocab, tmp_path / "vocab.txt")
     tokenizer = transformers.BertTokenizerFast(str(tmp_path / "vocab.txt"), do_lower_case=True)

@@ -5,7 +5,7 @@ import pytest
 
 from bench.fine_tuning import lockstep
 from data.classifier import glue_tasks
-from tests.support import hf_reference
+from tests.support.dependencies import require
 
 NUM_EXAMPLES, SEQ_LENGTH, BATCH, STEPS = 12, 16, 4, 6
 WARMUP = 0.34  # two steps of warm-up, then decay over four
@@ -23,8 +23,8 @@ def test_batch_rows_take_a_fresh_permutation_every_epoch():
 
 @pytest.fixture(scope="module")
 def tiny_hf_classifier(tmp_path_factory):
-    transformers = hf_reference.require("transformers")
-    torch = hf_reference.require("torch")
+    transformers = require("transformers")
+    torch = require("torch")
     folder = tmp_path_factory.mktemp("hf")
     config = transformers.BertConfig(
         vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,

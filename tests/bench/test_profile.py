@@ -2,6 +2,7 @@
 import pytest
 
 from bench.profile import ops, report as profile_report
+from tests.support.dependencies import require
 
 
 @pytest.mark.parametrize("name, op_type, category", [
@@ -48,7 +49,7 @@ def test_ops_outside_the_model_scopes_are_placed_by_their_nearest_scoped_input()
 
 def test_op_times_read_a_real_trace(tmp_path):
     """The events TensorFlow's profiler writes for a graph's ops are read back per op."""
-    tf = pytest.importorskip("tensorflow")
+    tf = require("tensorflow")
     a = tf.random.normal([256, 256])
 
     @tf.function

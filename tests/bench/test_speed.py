@@ -7,6 +7,7 @@ from bench.speed.cases import Case, ModelSize, benchmark_cases, case_flops, enco
 from bench.speed.contenders import synthetic_batch
 from bench.speed.report import case_summary, markdown, plot
 from bench.speed.worker import _Matmul, _peak_rss_mb, _reset_peak_rss
+from tests.support.dependencies import require
 
 BASE = ModelSize("bert_base", 12, 768)
 
@@ -77,7 +78,7 @@ def test_report_writes_a_table_and_a_plot(tmp_path):
     text = markdown(_results())
     assert "| bert_base forward float32 B32 T128 | 3 | 32.0 / 16.0 / 21.3 |" in text
     assert "**2.00x** (2.00-2.18)" in text
-    pytest.importorskip("matplotlib")  # bench/requirements.txt, not the project's own
+    require("matplotlib")  # requirements-dev.txt and bench/requirements.txt
     plot(_results(), str(tmp_path / "results.png"))
     assert (tmp_path / "results.png").stat().st_size > 1000
 

@@ -3,19 +3,9 @@
 The tests that use it skip with a message where torch or transformers is absent, except under
 `CI=true`, where they must run.
 """
-import importlib
-import os
-
 import numpy as np
-import pytest
 
-
-def require(module: str):
-    """Imports `module`; skips the test where it is absent, except under CI=true."""
-    if os.environ.get("CI", "").lower() == "true":
-        return importlib.import_module(module)
-    return pytest.importorskip(
-        module, reason=f"{module} is not installed (pip install -r requirements-dev.txt)")
+from tests.support.dependencies import require
 
 
 def load_hf_model(class_name: str, folder):

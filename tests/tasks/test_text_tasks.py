@@ -19,7 +19,8 @@ from tasks.classifier import TextClassifier
 from tasks.embedding import SentenceEmbedder
 from tasks.fill_mask import MASK, FillMask
 from tasks.ner import EntityTagger
-from tests.support.hf_reference import load_hf_model, require, run_hf
+from tests.support.dependencies import require
+from tests.support.hf_reference import load_hf_model, run_hf
 from tests.support.modeling_fixtures import golden, golden_inputs, tiny_dir
 
 ORIGINAL = "bert_model.ckpt"

@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 
 from modeling.checkpoints import names as checkpoint_names
+from tests.support.dependencies import require
 from tests.support.paths import REPO_ROOT
 from training import moment_optimizer
 from training.optimizer import (EXCLUDE_FROM_WEIGHT_DECAY, AdamWeightDecay,
@@ -420,7 +421,7 @@ def test_epsilon_must_be_positive():
 def _torch_adamw(init, grads, lrs, epsilon_at_step):
     """torch.optim.AdamW over the same gradients, clipped by torch.nn.utils.clip_grad_norm_, the
     decayed and the excluded variables in two parameter groups."""
-    torch = pytest.importorskip("torch")
+    torch = require("torch")
     params = [torch.nn.Parameter(torch.tensor(w)) for w in init]
     optimizer = torch.optim.AdamW(
         [{"params": [p for p, d in zip(params, _DECAYED) if d], "weight_decay": 0.01},

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.support import hf_reference
+from tests.support.dependencies import require
 from training.schedule import WarmupLinearDecay
 
 
@@ -116,8 +116,8 @@ def test_decay_from_peak_hand_computed_values():
 @pytest.mark.parametrize("num_train_steps,num_warmup_steps", [(198, 19), (1000, 100), (7, 0),
                                                               (33, 7)])
 def test_decay_from_peak_matches_transformers_linear_schedule(num_train_steps, num_warmup_steps):
-    torch = hf_reference.require("torch")
-    transformers = hf_reference.require("transformers")
+    torch = require("torch")
+    transformers = require("transformers")
     init_lr = 2e-5
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=init_lr)
     scheduler = transformers.get_linear_schedule_with_warmup(optimizer, num_warmup_steps,

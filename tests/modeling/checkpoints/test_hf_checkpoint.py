@@ -17,7 +17,8 @@ from modeling.checkpoints.names import tf1_name_map
 from modeling.checkpoints.tf1.checkpoint import assign_tf1_values, load_tf1_checkpoint
 from modeling.config import BertConfig
 from modeling.models.encoder import BertEncoder
-from tests.support.hf_reference import gather_positions, load_hf_model, log_softmax, require, run_hf
+from tests.support.dependencies import require
+from tests.support.hf_reference import gather_positions, load_hf_model, log_softmax, run_hf
 from tests.support.modeling_fixtures import golden, tiny_config, tiny_dir
 
 ORIGINAL_PREFIXES = {"pretraining": "bert_model.ckpt", "classifier": "classifier/model.ckpt",

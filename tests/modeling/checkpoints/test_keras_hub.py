@@ -26,7 +26,8 @@ from modeling.checkpoints.formats import HF, KERAS_HUB
 from modeling.checkpoints.names import tf1_name_map
 from modeling.config import BertConfig
 from modeling.models.encoder import BertEncoder
-from tests.support.hf_reference import log_softmax, require
+from tests.support.dependencies import require
+from tests.support.hf_reference import log_softmax
 from tests.support.modeling_fixtures import at_real_tokens, golden, tiny_dir
 from tests.support.paths import REPO_ROOT
 from tests.support.script_errors import assert_user_error
