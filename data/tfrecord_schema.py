@@ -13,9 +13,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping, Sequence
 
-INPUT_IDS = "input_ids"
-INPUT_MASK = "input_mask"
-SEGMENT_IDS = "segment_ids"
+from utils.encoder_inputs import ENCODER_INPUTS, INPUT_IDS, INPUT_MASK, SEGMENT_IDS  # noqa: F401
+
 MASKED_LM_POSITIONS = "masked_lm_positions"
 MASKED_LM_IDS = "masked_lm_ids"
 MASKED_LM_WEIGHTS = "masked_lm_weights"
@@ -23,8 +22,6 @@ NEXT_SENTENCE_LABELS = "next_sentence_labels"
 START_POSITIONS = "start_positions"
 END_POSITIONS = "end_positions"
 UNIQUE_IDS = "unique_ids"
-# The encoder's inputs, int32 [B, T] (or [B, C, T] for multiple choice).
-ENCODER_INPUTS = (INPUT_IDS, INPUT_MASK, SEGMENT_IDS)
 
 INT64 = "int64"
 FLOAT = "float"

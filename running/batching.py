@@ -19,7 +19,7 @@ from typing import Callable, Mapping
 import numpy as np
 import tensorflow as tf
 
-from modeling.models.encoder import INPUT_MASK
+from utils.encoder_inputs import INPUT_MASK
 
 DatasetFn = Callable[[tf.distribute.InputContext], tf.data.Dataset]
 

@@ -24,9 +24,9 @@ from typing import Sequence
 import keras
 import tensorflow as tf
 
-from modeling.models.encoder import ENCODER_INPUTS
 from serving.lite_tokenizer import LiteTokenizer
 from serving.servers import MASK, TextModelServer, concrete
+from utils.encoder_inputs import ENCODER_INPUTS
 
 QUANTIZATIONS = ("none", "dynamic_int8", "float16")
 FILES = {

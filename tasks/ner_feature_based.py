@@ -22,11 +22,11 @@ from modeling import checkpoints, losses
 from modeling.config import BertConfig
 from modeling.models.bilstm_tagger import BiLstmTagger
 from modeling.models.encoder import BertEncoder
-from modeling.models.task_models import ENCODER_INPUTS
 from running.batching import ArrayExamples, Batching, HostExamples
 from running import prediction
 from training import fine_tuning
 from training.trainer import LossFn
+from utils.encoder_inputs import ENCODER_INPUTS
 
 
 @dataclasses.dataclass(frozen=True)

@@ -28,13 +28,13 @@ import tensorflow as tf
 
 from modeling import checkpoints
 from modeling.checkpoints.hf.checkpoint import VOCAB_FILE
-from modeling.models.task_models import ENCODER_INPUTS
 from running.batching import FIXED, ArrayExamples, Batching, DatasetFn
 from running import prediction
 from training.checkpointing import resumes
 from training.distribution import any_worker
 from training.periodic_evaluation import EvaluationPlan, PeriodicEvaluation
 from training.trainer import LossFn, Trainer, TrainingConfig, uses_xla
+from utils.encoder_inputs import ENCODER_INPUTS
 from utils.output_files import AtomicFile
 
 

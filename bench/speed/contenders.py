@@ -60,7 +60,8 @@ class ThisProject:
     def build(self, case: Case, workdir: str) -> Callable[[], object]:
         import keras
         import tensorflow as tf
-        from modeling.models.encoder import ENCODER_INPUTS, BertEncoder
+        from modeling.models.encoder import BertEncoder
+        from utils.encoder_inputs import ENCODER_INPUTS
         from running.xla_choice import prefers_xla
         keras.mixed_precision.set_dtype_policy(
             "mixed_bfloat16" if case.dtype == "bfloat16" else "float32")

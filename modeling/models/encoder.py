@@ -9,10 +9,7 @@ from modeling.layers.initializers import weight_initializer
 from modeling.layers import packing
 from modeling.layers.packing import TokenPacking, TokenUnpacking
 from modeling.layers.transformer_layer import TransformerLayer
-
-# The encoder's input keys, which are the TFRecord feature keys (data/tfrecord_schema.py).
-ENCODER_INPUTS = ("input_ids", "input_mask", "segment_ids")
-INPUT_IDS, INPUT_MASK, SEGMENT_IDS = ENCODER_INPUTS
+from utils.encoder_inputs import ENCODER_INPUTS, INPUT_IDS, INPUT_MASK, SEGMENT_IDS
 
 
 class Pooler(keras.layers.Layer):

@@ -5,7 +5,8 @@ import tensorflow as tf
 from modeling.config import BertConfig
 from modeling.layers.output_heads import OutputProjection
 from modeling.layers import packing
-from modeling.models.encoder import ENCODER_INPUTS, BertEncoder
+from modeling.models.encoder import BertEncoder
+from utils.encoder_inputs import ENCODER_INPUTS
 
 
 class _TaskModel(keras.Model):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from modeling.models.encoder import ENCODER_INPUTS, INPUT_MASK
+from utils.encoder_inputs import ENCODER_INPUTS, INPUT_MASK
 
 # How a sentence vector is made from the encoder's outputs:
 #   cls: the last layer at [CLS]; pooler: the pooler output (tanh(dense([CLS])), what the

@@ -14,10 +14,10 @@ import pytest
 import tensorflow as tf
 
 from modeling.checkpoints.tf1.checkpoint import load_tf1_checkpoint
-from modeling.models.encoder import ENCODER_INPUTS
 from modeling.models.pretrainer import BertPretrainer, pretraining_losses
 from tests.support.modeling_fixtures import (at_real_tokens, golden, golden_inputs, tiny_config,
                                              tiny_dir)
+from utils.encoder_inputs import ENCODER_INPUTS
 
 UNIT_ROUNDOFF = 2.0 ** -8
 
