@@ -78,12 +78,12 @@ class TextTokenizer(tf.Module):
             token_out_type=tf.int64, unknown_token=tokenization.UNK)
         self._tables = {key: tf.constant(value) for key, value in character_tables().items()}
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
         """Wordpiece ids of `texts` (tf.string [B]): int32 RaggedTensor [B, (tokens)]."""
         return self._tokenize(texts)[0]
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     def tokenize_with_offsets(self, texts: tf.Tensor):
         """Wordpiece ids and code-point offsets of `texts` (tf.string [B]).
 
