@@ -242,6 +242,13 @@ class ArrayExamples(IndexedExamples):
         width = self._padded_width(int(self.lengths.max())) if self.num_examples else 0
         return rows * int(np.prod(mask.shape[1:-1])) * width
 
+    def total_tokens(self) -> int:
+        """Token positions the model runs over for all rows: their real lengths where known (rows
+        are batched by length), else their full width."""
+        if self.lengths is None or self.batching.pad_to_max_length:
+            return self.num_examples * int(np.prod(self.row_shape))
+        return int(self.lengths.sum()) * int(np.prod(self.arrays[INPUT_MASK].shape[1:-1]))
+
     @property
     def row_shape(self) -> tuple[int, ...]:
         """The shape of one row of the first array (e.g. (T,) for input_ids)."""

@@ -137,13 +137,15 @@ def _log_traces(model: keras.Model, run, num_rows: int, widths: set[int] | None)
 
 def _prefers_xla(model: keras.Model, examples: IndexedExamples, batch_size: int) -> bool:
     """The XLA rule for BERT's task models (they carry a config), for the size of the largest
-    call these examples make (a few short texts are a small call whatever `batch_size` is);
-    other models run as a graph."""
+    call these examples make (a few short texts are a small call whatever `batch_size` is) and
+    the work of them all (too little pays no compilation); other models run as a graph."""
     config = getattr(model, "config", None)
     if config is None or not isinstance(examples, ArrayExamples):
         return False
     return prefers_xla(model.compute_dtype, examples.largest_batch_tokens(batch_size),
-                       config.hidden_size, forward_only=True)
+                       config.hidden_size, forward_only=True,
+                       total_work=examples.total_tokens() * config.hidden_size ** 2
+                       * config.num_hidden_layers)
 
 
 # One compiled inference function per model, XLA choice and output width, with its traces by

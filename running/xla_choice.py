@@ -30,6 +30,12 @@ Measured on a 2-core AVX2 CPU without AVX-512 (bench/README.md, fine-tuning spee
     8 x 384 and 1.51x for MiniLM at 64 x 384 (SQuAD's prediction batches), where attention's
     [B, N, T, T] products and softmax, which XLA fuses, weigh most.
   * float32 training: XLA is slower (MiniLM at 32 x 88: 3.47 against 2.67 s a step).
+XLA compiles each shape a prediction meets before running it, which takes seconds on 2 CPU
+cores even for a model of 2 layers of width 32. Where the prediction's whole work, tokens x
+hidden_size^2 x layers, is below 2^33 (about 2 x 10^11 FLOPs: 2-4 s of the graph's own time on
+2 cores), the graph finishes before XLA's at most 1.5x speed-up could repay a single compilation:
+such predictions (a few dozen texts, or a tiny model) run as a graph. The tests' tiny models
+predict about 3x faster in CPU time so (tests/tasks/test_text_tasks.py: 252 against 85 s).
 On GPUs and TPUs XLA is the usual choice (not measured here).
 """
 import functools
@@ -38,6 +44,8 @@ import tensorflow as tf
 
 # tokens per call x hidden_size^2 up to which float32 on CPU is faster with XLA.
 SMALL_FLOAT32_WORK = 2 ** 26
+# tokens x hidden_size^2 x layers of a whole prediction below which compiling does not pay on CPU.
+UNPAID_COMPILE_WORK = 2 ** 33
 
 
 @functools.cache
@@ -73,7 +81,8 @@ def _cpu_has_avx512() -> bool:
 
 
 def prefers_xla(compute_dtype: str, tokens_per_call: int | None = None,
-                hidden_size: int | None = None, forward_only: bool = False) -> bool:
+                hidden_size: int | None = None, forward_only: bool = False,
+                total_work: int | None = None) -> bool:
     """True where `jit_compile=True` makes BERT faster for `compute_dtype` on this machine.
 
     Args:
@@ -83,9 +92,13 @@ def prefers_xla(compute_dtype: str, tokens_per_call: int | None = None,
         hidden_size: the model's hidden size, with `tokens_per_call`. Without the two, float32 on
             CPU is taken to be large (no XLA).
         forward_only: the call is a forward pass (prediction), not a training step.
+        total_work: tokens x hidden_size^2 x layers of every call together, where the caller
+            knows it: on CPU, below `UNPAID_COMPILE_WORK` compiling costs more than it saves.
     """
     if tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"):
         return True
+    if total_work is not None and total_work < UNPAID_COMPILE_WORK:
+        return False
     if compute_dtype == "bfloat16":
         return forward_only and not _cpu_has_fast_bfloat16_matmuls()
     if compute_dtype != "float32":

@@ -25,6 +25,10 @@ def test_float32_forward_passes_use_xla_on_cpus_without_avx512(monkeypatch, avx5
     monkeypatch.setattr(xla_choice, "_cpu_has_avx512", lambda: avx512)
     assert xla_choice.prefers_xla("float32", 64 * 384, 384, forward_only=True) is not avx512
     assert xla_choice.prefers_xla("float32", 1 * 128, 256, forward_only=True)  # small: always
+    # ... unless the prediction as a whole is too little work to repay compiling.
+    assert not xla_choice.prefers_xla("float32", 1 * 128, 256, forward_only=True,
+                                      total_work=2 ** 33 - 1)
+    assert xla_choice.prefers_xla("float32", 1 * 128, 256, forward_only=True, total_work=2 ** 33)
     # Training steps keep the size rule on every CPU.
     assert not xla_choice.prefers_xla("float32", 32 * 128, 768)
     assert not xla_choice.prefers_xla("float32")

@@ -54,9 +54,11 @@ def test_repeated_predictions_reuse_the_model_trace(batching):
 
 @pytest.mark.parametrize("avx512", [False, True])
 def test_prediction_compiles_with_xla_where_the_rule_prefers_it(monkeypatch, avx512):
-    """A BERT-Base-sized call: XLA on a CPU without AVX-512, a graph on one with it."""
+    """A BERT-Base-sized call: XLA on a CPU without AVX-512, a graph on one with it (the whole
+    prediction counted as large enough to repay compiling: the next tests weigh that)."""
     monkeypatch.setattr(tf.config, "list_logical_devices", lambda device_type=None: [])
     monkeypatch.setattr(xla_choice, "_cpu_has_avx512", lambda: avx512)
+    monkeypatch.setattr(xla_choice, "UNPAID_COMPILE_WORK", 0)
     keras.utils.set_random_seed(0)
     model = BertClassifier(dataclasses.replace(_CONFIG, hidden_size=768, num_attention_heads=2,
                                                intermediate_size=32), 3)
@@ -71,6 +73,7 @@ def test_a_few_short_texts_are_a_small_call_for_the_xla_rule(monkeypatch):
     max_seq_length: the BERT-Base-width model above on two short rows compiles with XLA."""
     monkeypatch.setattr(tf.config, "list_logical_devices", lambda device_type=None: [])
     monkeypatch.setattr(xla_choice, "_cpu_has_avx512", lambda: True)
+    monkeypatch.setattr(xla_choice, "UNPAID_COMPILE_WORK", 0)
     keras.utils.set_random_seed(0)
     model = BertClassifier(dataclasses.replace(_CONFIG, hidden_size=768, num_attention_heads=2,
                                                intermediate_size=32), 3)
@@ -78,6 +81,26 @@ def test_a_few_short_texts_are_a_small_call_for_the_xla_rule(monkeypatch):
     logits = fine_tuning.predict(model, arrays, batch_size=32, batching=Batching())["logits"]
     assert [jit for jit, _ in prediction._inference_functions[model]] == [True]
     np.testing.assert_allclose(logits, model(arrays, training=False)["logits"], atol=1e-5)
+
+
+@pytest.mark.parametrize("unpaid_work, jit", [(None, False), (0, True)])
+def test_a_prediction_too_small_to_repay_compiling_runs_as_a_graph(monkeypatch, unpaid_work,
+                                                                    jit):
+    """On a CPU without AVX-512, where every forward pass is faster with XLA, a prediction whose
+    whole work (real tokens x hidden_size^2 x layers) stays below `UNPAID_COMPILE_WORK` runs as
+    a graph."""
+    monkeypatch.setattr(tf.config, "list_logical_devices", lambda device_type=None: [])
+    monkeypatch.setattr(xla_choice, "_cpu_has_avx512", lambda: False)
+    if unpaid_work is not None:
+        monkeypatch.setattr(xla_choice, "UNPAID_COMPILE_WORK", unpaid_work)
+    keras.utils.set_random_seed(0)
+    model = BertClassifier(_CONFIG, 3)
+    arrays = _arrays(6, seed=2)
+    examples = ArrayExamples(arrays, batching=Batching())
+    assert examples.total_tokens() == int(arrays["input_mask"].sum())
+    assert examples.total_tokens() * 16 ** 2 * 1 < 2 ** 33
+    fine_tuning.predict(model, arrays, 4, Batching())
+    assert [jit_compile for jit_compile, _ in prediction._inference_functions[model]] == [jit]
 
 
 def test_under_xla_a_batch_pads_its_rows_to_a_power_of_two(monkeypatch):
