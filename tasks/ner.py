@@ -69,6 +69,8 @@ class Settings:
         frozen: the frozen features of `--feature_based` (BERT frozen, a BiLSTM trained on its
             features); None: the whole tagger is fine-tuned.
         lstm_units: units of each LSTM direction (`frozen` only).
+        labels: the tag set in class-index order (a teacher's, `tasks.distillation`); None:
+            the training file's, or without training those saved beside the model.
     """
 
     data_dir: str | None
@@ -88,6 +90,7 @@ class Settings:
     frozen: feature_based.FrozenFeatures | None = None
     lstm_units: int = 768
     evaluation: EvaluationPlan = EvaluationPlan(metric=MAIN_METRIC)
+    labels: tuple[str, ...] | None = None
 
     def check(self) -> None:
         """Raises ValueError for a stride or LSTM size below 1, or windows with frozen features
@@ -185,8 +188,12 @@ def read_splits(settings: Settings, roles: Sequence[str],
         if not read[role][1].sentences:
             raise ValueError(f"{path}: no sentences in the {split} file (empty, or only "
                              "-DOCSTART- lines)")
-    labels = conll.label_list(conll.entity_types(read["train"][1])) if "train" in read \
-        else _labels_beside_model(settings)
+    if settings.labels:
+        labels = list(settings.labels)
+    elif "train" in read:
+        labels = conll.label_list(conll.entity_types(read["train"][1]))
+    else:
+        labels = _labels_beside_model(settings)
     stride = tagging_stride(settings.max_seq_length, settings.doc_stride)
     by_role = {}
     for role, (path, data) in read.items():
@@ -329,6 +336,13 @@ def write_evaluation(split: str, path: str, data: conll.ConllData, tags: list[li
     return results
 
 
+def sentence_documents(texts: Sequence[str]) -> list[conll.ConllDocument]:
+    """Each text as a document of one sentence, its words split at whitespace, tagged `O`."""
+    return [conll.ConllDocument((conll.ConllSentence(tuple(
+        conll.ConllToken(word, conll.OUTSIDE_TAG) for word in text.split()), number + 1),))
+        for number, text in enumerate(texts)]
+
+
 @dataclasses.dataclass(frozen=True)
 class TaggedWord:
     """One word of a tagged sentence and its tag (IOB2, as `run_ner.py` writes them)."""
@@ -377,11 +391,8 @@ class EntityTagger(TextModel):
         """For each text, its words (split at whitespace) with their tags."""
         if not texts:
             return []
-        documents = [conll.ConllDocument((conll.ConllSentence(tuple(
-            conll.ConllToken(word, conll.OUTSIDE_TAG) for word in text.split()),
-            number + 1),)) for number, text in enumerate(texts)]
         found = ner_features.convert_documents_to_features(
-            documents, self.tokenizer, self.labels, self.max_seq_length,
+            sentence_documents(texts), self.tokenizer, self.labels, self.max_seq_length,
             doc_stride=self.doc_stride)
         windowed = sum(len(set(rows[rows >= 0].tolist())) > 1 for rows in found.word_rows)
         if windowed:

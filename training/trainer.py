@@ -23,6 +23,7 @@ from training import keras_internals
 from training.checkpointing import TrainingCheckpoints
 from training.run_guards import StopSignals, TrainingInterrupted, exclusive_output_dir
 from training.step_log import STEP_LOG_FILE, StepLog
+from utils.progress import format_seconds
 from utils.user_errors import UserError
 
 # loss_fn(model_outputs, batch, normaliser) -> dict of float32 scalars with a "loss" key.
@@ -231,7 +232,8 @@ class Trainer:
                                    examples_per_step / max(now - step_start, 1e-9))
                 if step % log_steps == 0 or step == self.config.num_train_steps:
                     rate = (step - start_step) * examples_per_step / (now - start)
-                    self._log(writer, step, logs, rate)
+                    eta = (self.config.num_train_steps - step) * (now - start) / (step - start_step)
+                    self._log(writer, step, logs, rate, eta)
                 if step % self.config.save_checkpoints_steps == 0 or \
                         step == self.config.num_train_steps or stop.received:
                     self._check_weights_finite(step)
@@ -260,11 +262,12 @@ class Trainer:
         return float(self.optimizer.learning_rate.numpy()) \
             if hasattr(self.optimizer.learning_rate, "numpy") else float("nan")
 
-    def _log(self, writer, step, logs, examples_per_second):
+    def _log(self, writer, step, logs, examples_per_second, eta_seconds):
         learning_rate = self._learning_rate()
         shown = ", ".join(f"{k} = {v:.4f}" for k, v in sorted(logs.items()))
-        logging.info("step %d/%d: %s, learning_rate = %.3g, %.1f examples/s", step,
-                     self.config.num_train_steps, shown, learning_rate, examples_per_second)
+        logging.info("step %d/%d: %s, learning_rate = %.3g, %.1f examples/s, ETA %s", step,
+                     self.config.num_train_steps, shown, learning_rate, examples_per_second,
+                     format_seconds(eta_seconds))
         with writer.as_default(step=step):
             for key, value in logs.items():
                 tf.summary.scalar(key, value)

@@ -103,6 +103,21 @@ class SelfAttention(keras.layers.Layer):
         context = self._attend(query, key, value, attention_mask, training)       # [B*T, H]
         return tf.reshape(context, [batch, length, self.num_heads * self.head_size])
 
+    def probabilities(self, hidden_states, attention_mask):
+        """The attention distributions of every head, float32 [B, N, T, T], without dropout:
+        what MiniLM distils (`modeling.losses.attention_distribution_loss`).
+
+        Args:
+            hidden_states: float [B, T, H], the layer's input.
+            attention_mask: float [B, 1, 1, T], 0 for real tokens and -10000 for padding.
+        """
+        batch, length = tf.shape(hidden_states)[0], tf.shape(hidden_states)[1]
+        flat_states = tf.reshape(hidden_states, [-1, hidden_states.shape[-1]])   # [B*T, H]
+        query, key = (self._heads(projection(flat_states), batch, length)
+                      for projection in (self.query, self.key))                 # [B, N, T, D]
+        scores = self._scores(query, key, attention_mask)
+        return tf.nn.softmax(tf.cast(scores, tf.float32), axis=-1)
+
     def _attend_packed(self, rows, layout, training):
         """Packed rows [R, H] -> their context vectors [R, H], attention run per group of rows
         (`modeling.layers.packing.attention_layout`)."""

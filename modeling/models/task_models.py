@@ -25,6 +25,11 @@ class _TaskModel(keras.Model):
     def encode(self, inputs, training):
         return self.encoder({k: inputs[k] for k in ENCODER_INPUTS}, training=training)
 
+    def outputs_of(self, encoder_outputs: dict, training=None) -> dict:
+        """The head's outputs from the encoder's (`BertEncoder.call`), e.g. where the caller
+        also reads its hidden states (`modeling.distillation`)."""
+        raise NotImplementedError
+
 
 class BertClassifier(_TaskModel):
     """Sentence (pair) classification or regression on the pooled output (GLUE, XNLI).
@@ -44,6 +49,10 @@ class BertClassifier(_TaskModel):
 
     def call(self, inputs, training=None):
         pooled_output = self.encoder.pooled_output(inputs, training=training)
+        return self.outputs_of({"pooled_output": pooled_output}, training)
+
+    def outputs_of(self, encoder_outputs, training=None):
+        pooled_output = encoder_outputs["pooled_output"]
         return {"logits": self.head(self.dropout(pooled_output, training=training))}
 
 
@@ -63,7 +72,10 @@ class BertSpanLabeler(_TaskModel):
                          **{"name": "bert_span_labeler", **kwargs})
 
     def call(self, inputs, training=None):
-        logits = self.head(self.encode(inputs, training)["sequence_output"])  # [B, T, 2]
+        return self.outputs_of(self.encode(inputs, training), training)
+
+    def outputs_of(self, encoder_outputs, training=None):
+        logits = self.head(encoder_outputs["sequence_output"])                # [B, T, 2]
         return {"start_logits": logits[..., 0], "end_logits": logits[..., 1]}
 
 
@@ -112,8 +124,7 @@ class BertTokenClassifier(_TaskModel):
     def call(self, inputs, training=None):
         label_ids = inputs.get("label_ids") if training and self.labelled_pieces_only else None
         if label_ids is None or not self.encoder.packed or packing.compiled_with_xla():
-            sequence_output = self.encode(inputs, training)["sequence_output"]
-            return {"logits": self.head(self.dropout(sequence_output, training=training))}
+            return self.outputs_of(self.encode(inputs, training), training)
         labelled = tf.cast(label_ids, tf.int32) >= 0                          # [B, T]
         where = tf.where(labelled)                                            # [L, 2]: b, t
         rank = tf.gather_nd(tf.cumsum(tf.cast(labelled, tf.int64), axis=1, exclusive=True),
@@ -127,3 +138,7 @@ class BertTokenClassifier(_TaskModel):
         logits = self.head(self.dropout(states, training=training))           # [B, Q, K]
         return {"logits": tf.scatter_nd(where, tf.gather_nd(logits, slots),
                                         tf.concat([shape, [self.num_labels]], 0))}
+
+    def outputs_of(self, encoder_outputs, training=None):
+        sequence_output = encoder_outputs["sequence_output"]
+        return {"logits": self.head(self.dropout(sequence_output, training=training))}
