@@ -70,6 +70,10 @@ class DistillationStudent(keras.Model):
                  **kwargs):
         super().__init__(**{"name": "distillation_student", **kwargs})
         self.student = student
+        # The student's encoder and head under a task model's names as well: a training
+        # checkpoint (`model/encoder/...`, `model/head/...`) then restores into the student
+        # alone, as a task script without --do_train reads the newest one of an output folder.
+        self.encoder, self.head = student.encoder, student.head
         self.pairs = pairs
         self.projection = None
         width = student.config.hidden_size
