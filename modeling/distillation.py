@@ -87,6 +87,11 @@ class DistillationStudent(keras.Model):
     def config(self):
         return self.student.config
 
+    def build(self, input_shape=None):
+        """Nothing of its own to build: the projection is built at construction, the student
+        as a task model builds itself."""
+        del input_shape
+
     def call(self, inputs, training=None):
         encoder_outputs = self.student.encode(inputs, training)
         outputs = dict(self.student.outputs_of(encoder_outputs, training))
