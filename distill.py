@@ -142,8 +142,8 @@ def _student_layers() -> tuple[int, ...] | None:
 def main(_):
     teacher = models.read_teacher(FLAGS.teacher)
     student = models.plan_student(models.StudentSource(
-        _student_layers(), FLAGS.student_init, FLAGS.student_config, FLAGS.student_vocab_file, FLAGS.do_lower_case),
-        teacher)
+        _student_layers(), FLAGS.student_init, FLAGS.student_config, FLAGS.student_vocab_file,
+        FLAGS.do_lower_case), teacher)
     FLAGS.max_seq_length = FLAGS.max_seq_length or MAX_SEQ_LENGTH[teacher.head]
     common_flags.check_fine_tuning_flags(student.config)
     settings = _settings(teacher, student)

@@ -136,10 +136,17 @@ def token_cross_entropy(logits: tf.Tensor, label_ids: tf.Tensor,
         label_ids: int [B, T], -1 for tokens that carry no label (sub-word pieces, context, padding).
         label_count: the global number of labelled tokens when the batch is split across replicas.
     """
-    weights = tf.cast(label_ids >= 0, tf.float32)
-    losses = per_example_cross_entropy(logits, tf.maximum(label_ids, 0))
-    count = tf.reduce_sum(weights) if label_count is None else tf.cast(label_count, tf.float32)
-    return tf.reduce_sum(losses * weights) / tf.maximum(count, 1.0)
+    return weighted_mean(per_example_cross_entropy(logits, tf.maximum(label_ids, 0)),
+                         label_ids >= 0, label_count)
+
+
+def weighted_mean(values: tf.Tensor, weights: tf.Tensor,
+                  count: int | tf.Tensor | None = None) -> tf.Tensor:
+    """sum(weights * values) / count, count the sum of `weights` (or the global one given), at
+    least 1: 0 where nothing counts."""
+    weights = tf.cast(weights, tf.float32)
+    count = tf.reduce_sum(weights) if count is None else tf.cast(count, tf.float32)
+    return tf.reduce_sum(values * weights) / tf.maximum(count, 1.0)
 
 
 # Distillation (Hinton et al. 2015; Turc et al. 2019): the student learns the teacher's outputs.
@@ -188,15 +195,6 @@ def _hard_classifier_loss(logits: tf.Tensor, labels: tf.Tensor, problem: str) ->
     if problem == MULTI_LABEL:
         return per_example_binary_cross_entropy(logits, labels)
     return per_example_cross_entropy(logits, labels)
-
-
-def weighted_mean(values: tf.Tensor, weights: tf.Tensor,
-                  count: int | tf.Tensor | None = None) -> tf.Tensor:
-    """sum(weights * values) / count, count the sum of `weights` (or the global one given), at
-    least 1: 0 where nothing counts."""
-    weights = tf.cast(weights, tf.float32)
-    count = tf.reduce_sum(weights) if count is None else tf.cast(count, tf.float32)
-    return tf.reduce_sum(values * weights) / tf.maximum(count, 1.0)
 
 
 def distillation_mix(soft: tf.Tensor, hard: tf.Tensor, alpha: float) -> tf.Tensor:

@@ -103,7 +103,8 @@ def teacher(tmp_path_factory) -> dict[str, pathlib.Path]:
     checkpoints.save_tf1_checkpoint(BertEncoder(config), str(pretrained / "bert_model.ckpt"))
     shutil.copy(folder / "vocab.txt", pretrained / "vocab.txt")
     config.to_json_file(str(pretrained / "bert_config.json"))
-    (root / "other_vocab.txt").write_text("\n".join(_SPECIAL_TOKENS + words[:-1] + ["zebra"]) + "\n")
+    other_words = _SPECIAL_TOKENS + words[:-1] + ["zebra"]
+    (root / "other_vocab.txt").write_text("\n".join(other_words) + "\n")
     (root / "transfer.txt").write_text("the happy cat sings\nthe sad dog ||| waits in a park\n")
     return {"root": root, "teacher": folder, "data": data, "model": model}
 
