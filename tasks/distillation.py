@@ -2,12 +2,12 @@
 2015), as Turc et al. 2019 ("Well-Read Students Learn Better") recommend for small BERTs.
 
 The teacher labels the task's training set, and the lines of a transfer file, once; its outputs
-are kept beside the run's outputs (`data.teacher_outputs`, resumable) and are a feature of every
-training batch. The student's loss mixes the soft loss against them at a temperature with the
-task's loss (`modeling.losses`: per example for a classifier, per token for a tagger, start and
-end for SQuAD), and optionally TinyBERT's hidden-state and MiniLM's attention losses on paired
-layers (`modeling.distillation`, the teacher run in the training step). The student is written
-as every fine-tuned model is: `model.ckpt` in the original's format, `bert_config.json`,
+are kept beside the run's outputs (`data.distillation.teacher_outputs`, resumable) and are a
+feature of every training batch. The student's loss mixes the soft loss against them at a
+temperature with the task's loss (`modeling.losses`: per example for a classifier, per token for
+a tagger, start and end for SQuAD), and optionally TinyBERT's hidden-state and MiniLM's attention
+losses on paired layers (`modeling.models.distillation`, the teacher run in the training step).
+The student is written as every fine-tuned model is: `model.ckpt` in the original's format, `bert_config.json`,
 `model_spec.json`, `vocab.txt` and `label_list.txt`, so the task's script, `predict_text.py`,
 `convert_checkpoint.py` and `export_savedmodel.py` take it unchanged.
 
@@ -25,12 +25,14 @@ import keras
 import tensorflow as tf
 
 from data import tokenization
-from data.teacher_outputs import SHARD_ROWS, TeacherOutputs, fingerprint
+from data.distillation.teacher_outputs import SHARD_ROWS, TeacherOutputs, fingerprint
 from data.tfrecord_schema import ENCODER_INPUTS, INPUT_MASK
 from modeling import checkpoints, losses
 from modeling.config import BertConfig
-from modeling.distillation import (ATTENTION_PROBABILITIES, HIDDEN_STATES, DistillationStudent,
-                                   LayerPairs, student_of, teacher_intermediates)
+from modeling.models.distillation import (ATTENTION_PROBABILITIES, HIDDEN_STATES,
+                                          DistillationStudent, LayerPairs, student_of,
+                                          teacher_intermediates)
+from running.batching import FIXED, ArrayExamples
 from tasks import classifier, ner, squad
 from tasks.distillation_data import (LABELLED, Rows, align_tagger_outputs, distillation_rows,
                                      read_transfer_file)
@@ -38,7 +40,6 @@ from tasks.distillation_models import (Student, Teacher, build_student, initiali
                                        vocabularies_differ)
 from tasks.text_model import write_labels
 from training import fine_tuning
-from running.batching import FIXED, ArrayExamples
 
 # The task module of each head a teacher may have, and the outputs of its model.
 MODULES = {"classifier": classifier, "token_classifier": ner, "squad": squad}
@@ -46,7 +47,8 @@ OUTPUTS = {"classifier": ("logits",), "token_classifier": ("logits",),
            "squad": ("start_logits", "end_logits")}
 # The teacher's outputs, a feature of every batch: `teacher_logits`, ...
 TEACHER = "teacher_"
-# Beside the run's outputs: the teacher's outputs on the rows (`data.teacher_outputs`).
+# Beside the run's outputs: the teacher's outputs on the rows
+# (`data.distillation.teacher_outputs`).
 TEACHER_OUTPUTS_DIR = "teacher_outputs"
 
 

@@ -20,9 +20,9 @@ from data.ner import features as ner_features
 from data.squad.examples import SquadExample, split_context
 from data.squad.features import features_to_arrays as squad_arrays
 from data.tfrecord_schema import END_POSITIONS, ENCODER_INPUTS, START_POSITIONS
+from running.batching import Batching
 from tasks import classifier, ner, squad
 from tasks.text_model import parsed
-from running.batching import Batching
 from training.periodic_evaluation import EvaluationPlan
 
 # The rows' key saying which have the task's labels (1) and which the teacher's alone (0).

@@ -21,7 +21,7 @@ from data.classifier import glue_tasks
 from modeling import checkpoints
 from modeling.checkpoints.folder_readers import count_vocab_lines
 from modeling.config import BertConfig
-from modeling.distillation import LayerPairs
+from modeling.models.distillation import LayerPairs
 from tasks.text_model import FINE_TUNED_PREFIX, checked_lower_case, saved_labels
 
 # The heads a teacher may have, and what they are for the messages.

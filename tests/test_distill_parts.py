@@ -1,14 +1,15 @@
 """The parts of a distillation run on tiny models, in-process: the student's layers taken from
 the teacher (`modeling/checkpoints/layer_subset.py`), the teacher's outputs kept once
-(`data/teacher_outputs.py`), the layers of the intermediate losses and the transfer file
+(`data/distillation/teacher_outputs.py`), the intermediate outputs
+(`modeling/models/distillation.py`), the layers of the intermediate losses and the transfer file
 (`tasks/distillation_models.py`, `tasks/distillation_data.py`)."""
 import numpy as np
 import pytest
 
-from data.teacher_outputs import TeacherOutputs, fingerprint
+from data.distillation.teacher_outputs import TeacherOutputs, fingerprint
 from modeling import checkpoints
 from modeling.config import BertConfig
-from modeling.distillation import DistillationStudent, LayerPairs
+from modeling.models.distillation import DistillationStudent, LayerPairs
 from tasks import distillation_models
 from tasks.distillation_data import read_transfer_file
 

@@ -27,7 +27,7 @@ class _TaskModel(keras.Model):
 
     def outputs_of(self, encoder_outputs: dict, training=None) -> dict:
         """The head's outputs from the encoder's (`BertEncoder.call`), e.g. where the caller
-        also reads its hidden states (`modeling.distillation`)."""
+        also reads its hidden states (`modeling.models.distillation`)."""
         raise NotImplementedError
 
 

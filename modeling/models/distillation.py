@@ -17,8 +17,8 @@ import keras
 import tensorflow as tf
 
 from modeling.layers.attention import attention_mask_from_input_mask
-from modeling.models.encoder import INPUT_MASK
 from modeling.layers.initializers import weight_initializer
+from modeling.models.encoder import INPUT_MASK
 
 HIDDEN_STATES = "hidden_states"
 ATTENTION_PROBABILITIES = "attention_probabilities"

@@ -1,0 +1,1 @@
+"""Distillation: a teacher's outputs on the rows a student learns from, computed once."""
