@@ -29,9 +29,9 @@ from modeling.config import BertConfig
 from modeling.models.encoder import BertEncoder
 from synthetic import corpus
 from tasks.classifier import TextClassifier
-from tests.conftest import REPO_ROOT
-from tests.script_errors import assert_user_error
-from tests.script_runner import run_cells
+from tests.support.paths import REPO_ROOT
+from tests.support.script_errors import assert_user_error
+from tests.support.script_runner import run_cells
 from training import fine_tuning
 
 pytestmark = pytest.mark.slow
