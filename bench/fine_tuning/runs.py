@@ -20,6 +20,7 @@ import re
 import shutil
 import subprocess
 import sys
+from typing import Sequence
 
 from bench.profile.useful_flops import MINILM_L6_H384, TokenCounts
 from bench.support import log, run_logged, write_text
@@ -161,7 +162,7 @@ def training_timing(log_text: str, num_examples: int, num_epochs: int) -> dict:
             "train_examples": num_examples}
 
 
-def _read_eval_results(path: str) -> dict:
+def read_eval_results(path: str) -> dict:
     with open(path, encoding="utf-8") as f:
         return {k: float(v) for k, v in (line.strip().split(" = ") for line in f if " = " in line)}
 
@@ -189,25 +190,35 @@ def real_token_counts(task: FineTuneTask, data_dir: str, vocab_file: str) -> Tok
 
 def run_this_project(task: FineTuneTask, seed: int, bert: str, data: dict, run_dir: str,
                      grouped: bool = False) -> dict:
-    log_path = os.path.join(run_dir, "run.log")
-    output_dir = os.path.join(run_dir, "output")
-    flags = common_flags(bert, task, seed, output_dir) + ["--group_by_length"] * grouped
-    batches = [f"--eval_batch_size={EVAL_BATCH_SIZE}", f"--predict_batch_size={EVAL_BATCH_SIZE}"]
     if task.name == "conll2003":
         command = ["run_ner.py", f"--data_dir={data[task.name]}", "--do_train", "--do_eval"]
     else:
         command = ["run_classifier.py", f"--task_name={task.name}", "--do_train", "--do_eval",
                    f"--data_dir={data[task.name]}"]
-    wall = run_logged([sys.executable, *command, *flags, *batches], log_path)
-    results = _read_eval_results(os.path.join(output_dir, "eval_results.txt"))
+    return run_script(command + ["--group_by_length"] * grouped, task, seed, bert, run_dir,
+                      _count_train_examples(task, data[task.name]))
+
+
+def run_script(command: list[str], task: FineTuneTask, seed: int, bert: str, run_dir: str,
+               num_examples: int) -> dict:
+    """One script of this project (`command`: the script and its own flags) with the model,
+    `task`'s hyper-parameters and the seed, its output in run_dir/output: its
+    `eval_results.txt`, the training loop's timing over `num_examples` a epoch (from its last
+    progress line) and its wall time."""
+    log_path = os.path.join(run_dir, "run.log")
+    output_dir = os.path.join(run_dir, "output")
+    batches = [f"--eval_batch_size={EVAL_BATCH_SIZE}", f"--predict_batch_size={EVAL_BATCH_SIZE}"]
+    wall = run_logged([sys.executable, *command, *common_flags(bert, task, seed, output_dir),
+                       *batches], log_path)
+    results = read_eval_results(os.path.join(output_dir, "eval_results.txt"))
     with open(log_path, encoding="utf-8") as f:
-        timing = training_timing(f.read(), _count_train_examples(task, data[task.name]),
-                                 task.num_epochs)
+        timing = training_timing(f.read(), num_examples, task.num_epochs)
     return {**results, **timing, "wall_seconds": wall}
 
 
 def run_transformers(task: FineTuneTask, seed: int, hf_dir: str, data: dict, run_dir: str,
-                     grouped: bool = False, learning_rate: float = LEARNING_RATE) -> dict:
+                     grouped: bool = False, learning_rate: float = LEARNING_RATE,
+                     extra_flags: Sequence[str] = ()) -> dict:
     result_file = os.path.join(run_dir, "result.json")
     wall = run_logged([sys.executable, "-m", "bench.fine_tuning.transformers_run",
                        f"--task={task.name}", f"--model_dir={hf_dir}",
@@ -217,7 +228,7 @@ def run_transformers(task: FineTuneTask, seed: int, hf_dir: str, data: dict, run
                        f"--eval_batch_size={EVAL_BATCH_SIZE}",
                        f"--learning_rate={learning_rate}", f"--num_train_epochs={task.num_epochs}",
                        f"--seed={seed}", f"--result_file={result_file}",
-                       *["--group_by_length"] * grouped],
+                       *["--group_by_length"] * grouped, *extra_flags],
                       os.path.join(run_dir, "run.log"))
     with open(result_file, encoding="utf-8") as f:
         return {**json.load(f), "wall_seconds": wall}

@@ -6,10 +6,12 @@ and the same hyper-parameters: max_seq_length, batch size, learning rate, epochs
 then linear decay, weight decay 0.01 (not on biases and LayerNorm), dropout 0.1, gradient
 clipping at 1.0. The optimizer is PyTorch's AdamW (bias-corrected, epsilon 1e-8), the tokenizer
 `BertTokenizerFast`, the loop the one of transformers' `run_glue_no_trainer.py` /
-`run_ner_no_trainer.py` examples. Each batch is padded to its own longest sequence, as their data
-collator (`DataCollatorWithPadding`) does unless `--pad_to_max_length` is given
-(`--padding=max_length` here); `--group_by_length` orders the shuffled examples with
-transformers' own `LengthGroupedSampler`, as the Trainer's `group_by_length=True`.
+`run_ner_no_trainer.py` examples (multi-label: `AutoModelForSequenceClassification` with
+`problem_type="multi_label_classification"`, a sigmoid and binary cross-entropy per label). Each
+batch is padded to its own longest sequence, as their data collator (`DataCollatorWithPadding`)
+does unless `--pad_to_max_length` is given (`--padding=max_length` here); `--group_by_length`
+orders the shuffled examples with transformers' own `LengthGroupedSampler`, as the Trainer's
+`group_by_length=True`.
 
     python -m bench.fine_tuning.transformers_run --task=mrpc --model_dir=HF_FOLDER \
         --data_dir=GLUE/MRPC --max_seq_length=96 --seed=1 --result_file=/tmp/result.json
@@ -32,8 +34,8 @@ import transformers
 from transformers.trainer_pt_utils import LengthGroupedSampler
 
 from bench.support import write_json, write_text
-from data.classifier import glue_tasks
-from data.classifier.metrics import task_metrics
+from data.classifier import glue_tasks, own_files
+from data.classifier.metrics import multi_label_metrics, task_metrics
 from data.ner import conll, metrics as ner_metrics
 from data.squad import metrics as squad_metrics
 from utils import entry_point
@@ -188,6 +190,40 @@ def _run_glue(args) -> dict:
     return {**results, **_timing(len(train["labels"]), args.num_train_epochs, seconds)}
 
 
+def _multi_label_encodings(tokenizer, examples, labels: list[str], max_seq_length: int
+                           ) -> dict[str, torch.Tensor]:
+    """Encodings with a float 0/1 label per class, as BCEWithLogitsLoss takes them."""
+    encoded = tokenizer([e.text_a for e in examples], truncation=True, max_length=max_seq_length,
+                        padding="max_length", return_tensors="pt")
+    targets = torch.tensor([[float(label in e.label) for label in labels] for e in examples])
+    return {**encoded, "labels": targets}
+
+
+def _run_multi_label(args) -> dict:
+    """Multi-label classification of the JSON lines `train.jsonl` and `dev.jsonl` (`text`, and
+    `labels` joined by commas) in --data_dir, read by the project's reader: a sigmoid and binary
+    cross-entropy per label (`problem_type="multi_label_classification"`), a label predicted
+    from probability 0.5."""
+    files = own_files.OwnFiles(
+        {"train": os.path.join(args.data_dir, "train.jsonl"),
+         "eval": os.path.join(args.data_dir, "dev.jsonl")},
+        own_files.Columns(text="text", label="labels"), problem_type=glue_tasks.MULTI_LABEL,
+        label_list=tuple(args.label_list) if args.label_list else None)
+    train_examples = own_files.read_file(files, "train", files.label_list)
+    labels = list(files.label_list or own_files.labels_of(train_examples, glue_tasks.MULTI_LABEL))
+    dev_examples = own_files.read_file(files, "eval", labels)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(args.model_dir)
+    train = _multi_label_encodings(tokenizer, train_examples, labels, args.max_seq_length)
+    dev = _multi_label_encodings(tokenizer, dev_examples, labels, args.max_seq_length)
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(
+        args.model_dir, num_labels=len(labels), problem_type="multi_label_classification")
+    seconds = _train(model, train, args)
+    logits = model_outputs(model, dev, args.eval_batch_size, args.padding)["logits"]
+    probabilities = 1 / (1 + np.exp(-logits.astype(np.float64)))
+    results = multi_label_metrics(probabilities, dev["labels"].numpy(), labels)
+    return {**results, **_timing(len(train["labels"]), args.num_train_epochs, seconds)}
+
+
 def _run_ner(args) -> dict:
     train_data = conll.read_conll_file(os.path.join(args.data_dir, "train.txt"))
     dev_data = conll.read_conll_file(os.path.join(args.data_dir, "valid.txt"))
@@ -270,11 +306,14 @@ def _timing(num_examples: int, num_epochs: int, seconds: float) -> dict:
 
 def define_flags() -> None:
     """The run's flags, defined where it runs as the main module (bench/support.py)."""
-    flags.DEFINE_string("task", None, "A GLUE task, conll2003 or squad_predict.")
+    flags.DEFINE_string("task", None, "A GLUE task, conll2003, multi_label (train.jsonl and "
+                        "dev.jsonl in --data_dir) or squad_predict.")
     flags.DEFINE_string("model_dir", None, "Hugging Face BERT folder.")
     flags.DEFINE_string("data_dir", None, "The task's folder (GLUE layout, or CoNLL files).")
     flags.DEFINE_string("predict_file", None, "squad_predict: the SQuAD JSON to predict.")
     flags.DEFINE_string("result_file", None, "Where the run's JSON object goes.")
+    flags.DEFINE_list("label_list", None, "multi_label: the labels in class-index order "
+                      "(default: the training file's, sorted).")
     flags.DEFINE_integer("max_seq_length", 128, "Longest sequence in WordPieces.")
     flags.DEFINE_integer("doc_stride", 128, "squad_predict: the windows' overlap (run_qa's "
                          "stride).")
@@ -300,6 +339,8 @@ def main(argv: list[str]) -> None:
         result = _run_squad_predict(FLAGS)
     elif FLAGS.task == "conll2003":
         result = _run_ner(FLAGS)
+    elif FLAGS.task == "multi_label":
+        result = _run_multi_label(FLAGS)
     else:
         result = _run_glue(FLAGS)
     result["torch_threads"] = torch.get_num_threads()

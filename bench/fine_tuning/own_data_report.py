@@ -1,0 +1,126 @@
+"""The own-data benchmark's report (`bench/fine_tuning/own_data.py`): own_data.md from the
+results of the sections run so far."""
+from __future__ import annotations
+
+import statistics
+
+from bench.support import machine_label
+
+_FILE_NAMES = {"four_columns": "four columns (CoNLL-2003 as shipped, IOB2)",
+               "two_columns_iob2": "two columns (word, tag), its own IOB2 tags",
+               "two_columns_iobes": "two columns (word, tag), IOBES"}
+
+
+def _mean_sd(values: list[float]) -> str:
+    if len(values) == 1:
+        return f"{values[0]:.2f}"
+    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
+
+
+def multi_label_lines(section: dict) -> list[str]:
+    runs = section["runs"]
+    ours, theirs = runs["this_project"], runs["transformers"]
+
+    def points(side: list[dict], key: str) -> list[float]:
+        return [100 * (run["from_predictions"] if "from_predictions" in run else run)[key]
+                for run in side]
+
+    def epoch(side: list[dict]) -> float:
+        return statistics.median(run["seconds_per_epoch"] for run in side)
+
+    lines = [f"{section['train_examples']} training sentences ({section['train_without_entity']} "
+             f"without an entity; {section['train_label_counts']}), {section['dev_examples']} "
+             f"dev sentences; {len(ours)} seed(s) a side. F1 in points from each side's predicted "
+             "labels; seconds per epoch: the training loop, median over the seeds.", "",
+             "| side | micro-F1 | macro-F1 | seconds per epoch |", "| --- | --- | --- | --- |"]
+    for name, side in (("this project (`run_classifier.py`)", ours), ("transformers", theirs)):
+        lines.append(f"| {name} | {_mean_sd(points(side, 'eval_f1_micro'))} | "
+                     f"{_mean_sd(points(side, 'eval_f1_macro'))} | {epoch(side):.1f} |")
+    micro = (statistics.mean(points(ours, "eval_f1_micro"))
+             - statistics.mean(points(theirs, "eval_f1_micro")))
+    macro = (statistics.mean(points(ours, "eval_f1_macro"))
+             - statistics.mean(points(theirs, "eval_f1_macro")))
+    lines.append(f"| this project against transformers | {micro:+.2f} | {macro:+.2f} | "
+                 f"{epoch(theirs) / epoch(ours):.2f}x the speed |")
+    same = all(abs(run["eval_f1_micro"] - run["from_predictions"]["eval_f1_micro"]) < 1e-6
+               for run in ours)
+    lines += ["", f"- `eval_results.txt`'s micro-F1 is the one `predictions.jsonl` gives: "
+              f"{'yes' if same else 'NO'}, every seed."]
+    return lines
+
+
+def tagging_lines(section: dict) -> list[str]:
+    runs = section["runs"]
+    reference = runs["four_columns"]["eval_f1"]
+    lines = [f"{section['train_sentences']} training sentences, {section['dev_sentences']} dev "
+             f"sentences, seed {section['seed']}; `run_ner.py --train_file --dev_file`.", "",
+             "| file | entity F1 | against four columns |", "| --- | --- | --- |"]
+    for name, run in runs.items():
+        lines.append(f"| {_FILE_NAMES[name]} | {100 * run['eval_f1']:.2f} | "
+                     f"{100 * (run['eval_f1'] - reference):+.2f} |")
+    return lines
+
+
+def early_stopping_lines(section: dict) -> list[str]:
+    full, early = section["full"], section["early"]
+    settings = section["settings"]
+    lines = [f"MRPC, {section['train_examples']} training pairs, seed 1; dev scored every "
+             f"{settings['eval_every_steps']} steps, patience {settings['early_stopping_patience']}.",
+             "", "| run | steps | dev F1 | wall seconds |", "| --- | --- | --- | --- |",
+             f"| full | {section['full_steps']} | {100 * full['eval_f1']:.2f} (last step) | "
+             f"{full['wall_seconds']:.0f} |",
+             f"| `--early_stopping_patience` | stopped at {section['stopped_at_step']} | "
+             f"{100 * section['best_eval_f1']:.2f} (best, step {section['best_step']}; "
+             f"`best/`: {100 * section['best_saved_eval_f1']:.2f}) | "
+             f"{early['wall_seconds']:.0f} |",
+             f"| saved | {section['full_steps'] - section['stopped_at_step']} steps | "
+             f"{100 * (section['best_eval_f1'] - full['eval_f1']):+.2f} | "
+             f"{full['wall_seconds'] - early['wall_seconds']:.0f} s "
+             f"({early['wall_seconds'] / full['wall_seconds']:.2f}x the full run's time) |"]
+    return lines
+
+
+def vocabulary_lines(section: dict) -> list[str]:
+    released, extended = (section["sides"][s] for s in ("released", "extended"))
+    lines = [f"{section['new_tokens']} new tokens from {section['corpus_documents']} WikiText-2 "
+             f"validation articles; held out: {section['heldout_documents']} test articles; "
+             f"{section['steps']} steps of continued pretraining (batch 32, sequences of 128).",
+             "", "| | released vocabulary | extended | extended / released |",
+             "| --- | --- | --- | --- |"]
+    for text in ("corpus", "heldout"):
+        before, after = released[text]["pieces_per_word"], extended[text]["pieces_per_word"]
+        name = "training articles" if text == "corpus" else "held-out articles"
+        lines.append(f"| WordPieces per word, {name} | {before:.4f} | {after:.4f} | "
+                     f"{after / before:.3f} |")
+    for when in ("before", "after"):
+        before, after = (side[when]["masked_lm_accuracy"] for side in (released, extended))
+        lines.append(f"| held-out masked-LM accuracy, {when} pretraining | {before:.4f} | "
+                     f"{after:.4f} | {after / before if before else float('nan'):.3f} |")
+    lines += ["", "Each vocabulary's records mask its own tokens: the extended vocabulary's "
+              "held-out records hold fewer, longer tokens, so the two accuracies are over "
+              "different predictions."]
+    return lines
+
+
+_SECTIONS = (("multi_label", "Multi-label: CoNLL-2003 entity types", multi_label_lines),
+             ("tagging", "Two-column tagging files", tagging_lines),
+             ("early_stopping", "Early stopping on MRPC", early_stopping_lines),
+             ("vocabulary", "Domain vocabulary", vocabulary_lines))
+
+
+def markdown(results: dict) -> str:
+    machine = results["machine"]
+    versions = ", ".join(f"{k} {v}" for k, v in machine["versions"].items())
+    lines = ["# Your own data from the shell", "", "```bash", results["command"], "```", "",
+             f"Machine: {machine_label(machine)}, {machine['memory_gib']} GiB; load average at "
+             f"the start {', '.join(f'{v:.1f}' for v in machine['load_average_start'])}. "
+             f"Python {machine['python']}, {versions}.", "",
+             "all-MiniLM-L6-v2, batch 32, learning rate 5e-5, 10% warm-up, max_seq_length 128, "
+             "each script in its own process (`bench/fine_tuning/own_data.py`)."]
+    for key, title, section_lines in _SECTIONS:
+        if key in results["sections"]:
+            section = results["sections"][key]
+            lines += ["", f"## {title}", "", *section_lines(section), "",
+                      f"({section['section_seconds']:.0f} s, by `{section['command']}`; "
+                      f"settings {section['settings']})"]
+    return "\n".join(lines) + "\n"
