@@ -130,6 +130,10 @@ def test_report_has_a_table_per_section_run_and_the_ratios():
                             "train_without_entity": 2, "train_label_counts": {"PER": 3},
                             "runs": {"this_project": ours,
                                      "transformers": [_run(0.9, 20), _run(0.9, 24)]}},
+            "tagging": {**common, "train_sentences": 10, "dev_sentences": 5, "seed": 1,
+                        "runs": {"four_columns": {"eval_f1": 0.8},
+                                 "two_columns_iob2": {"eval_f1": 0.8},
+                                 "two_columns_iobes": {"eval_f1": 0.75}}},
             "early_stopping": {**common, "train_examples": 100, "full_steps": 30,
                                "stopped_at_step": 20, "best_step": 10, "best_eval_f1": 0.9,
                                "best_saved_eval_f1": 0.9,
@@ -137,6 +141,10 @@ def test_report_has_a_table_per_section_run_and_the_ratios():
                                "early": {"eval_f1": 0.87, "wall_seconds": 80}}}}
     text = own_data_report.markdown(results)
     assert "| this project against transformers | +1.00 | +1.00 | 2.00x the speed |" in text
-    assert "gives: yes" in text
+    assert ("micro-F1 within 1 point of transformers': yes; an epoch at least as fast as "
+            "transformers': yes") in text
+    assert "gives, every seed: yes" in text
     assert "| saved | 10 steps | +2.00 | 20 s (0.80x the full run's time) |" in text
-    assert "## Two-column" not in text
+    assert "| two columns (word, tag), IOBES | 75.00 | -5.00 |" in text
+    assert "four-column file's `eval_f1` to the printed digit: yes" in text
+    assert "## Domain vocabulary" not in text

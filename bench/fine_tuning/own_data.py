@@ -29,6 +29,7 @@ warm-up, max_seq_length 128). The data is made from ../shared/data into --work_d
     python -m bench.fine_tuning.own_data                       # all four sections
     python -m bench.fine_tuning.own_data --sections=tagging    # one; the others' results stay
     python -m bench.fine_tuning.own_data --quick               # a smoke run into /tmp
+    python -m bench.fine_tuning.own_data --report_only         # own_data.md again from the .json
 
 Writes own_data.json and own_data.md (the report) into --output_dir after each section.
 """
@@ -44,8 +45,9 @@ from absl import flags
 
 from bench.fine_tuning import own_data_report, own_data_sections
 from bench.fine_tuning.runs import bert_dir, hf_model_dir
-from bench.support import (define_list_flag, define_output_dir_flag, define_shared_data_flag, log,
-                           machine_description, read_json, write_report)
+from bench.support import (define_list_flag, define_output_dir_flag, define_report_only_flag,
+                           define_shared_data_flag, log, machine_description, read_json,
+                           write_report)
 from utils import entry_point
 
 FLAGS = flags.FLAGS
@@ -105,10 +107,12 @@ def define_flags() -> None:
     define_shared_data_flag()
     define_output_dir_flag("own_data", "own_data.json and own_data.md")
     define_list_flag("sections", list(SECTIONS), SECTIONS, "The sections to run.")
+    define_report_only_flag()
     flags.DEFINE_string("work_dir", "/tmp/bert_own_data_bench",
                         "Where the model, the data and the runs go.")
-    flags.DEFINE_bool("quick", False, f"Every section at a tiny size ({QUICK}), into "
-                      f"{QUICK_DIR} (results included): a smoke run.")
+    flags.DEFINE_bool("quick", False, "Every section at a tiny size (48 CoNLL-2003 sentences, "
+                      f"1 seed, 1 epoch, 4 pretraining steps) into {QUICK_DIR}, results "
+                      "included: a smoke run.")
     flags.DEFINE_integer("train_examples", Settings.train_examples,
                          "CoNLL-2003 training sentences drawn for multi_label and tagging "
                          "(0: all 14,041).")
@@ -131,6 +135,9 @@ def main(argv: list[str]) -> None:
     os.makedirs(work_dir, exist_ok=True)
     stem = os.path.join(output_dir, "own_data")
     results = read_json(stem + ".json", {"sections": {}})
+    if FLAGS.report_only:
+        write_report(stem, results, own_data_report.markdown(results))
+        return
     results.update(command=" ".join([COMMAND, *sys.argv[1:]]), machine=machine_description(),
                    settings=dataclasses.asdict(settings))
     hf_dir = hf_model_dir()
