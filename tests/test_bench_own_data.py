@@ -1,5 +1,6 @@
 """Tests of the own-data benchmark's files, metrics and report (bench/fine_tuning/own_data*.py)."""
 import os
+import shutil
 
 import pytest
 
@@ -148,3 +149,25 @@ def test_report_has_a_table_per_section_run_and_the_ratios():
     assert "| two columns (word, tag), IOBES | 75.00 | -5.00 |" in text
     assert "four-column file's `eval_f1` to the printed digit: yes" in text
     assert "## Domain vocabulary" not in text
+
+
+def test_the_transformers_run_reads_the_json_lines_targets_as_this_project(uncased_vocab,
+                                                                           tmp_path):
+    """One 0/1 target per entity type, in --label_list's order; an empty label is all zeros."""
+    transformers = pytest.importorskip("transformers")
+    from bench.fine_tuning.transformers_run import _multi_label_encodings
+    from data.classifier import own_files
+    rows = [{"text": "EU rejects German", "labels": "MISC,ORG"}, {"text": "Hi", "labels": ""}]
+    path = tmp_path / "train.jsonl"
+    path.write_text(files.jsonl_text(rows))
+    read = own_files.read_file(own_files.OwnFiles(
+        {"train": str(path)}, own_files.Columns(text="text", label="labels"),
+        problem_type="multi_label"), "train", None)
+    assert [example.label for example in read] == [("MISC", "ORG"), ()]
+    shutil.copyfile(uncased_vocab, tmp_path / "vocab.txt")
+    tokenizer = transformers.BertTokenizerFast(str(tmp_path / "vocab.txt"), do_lower_case=True)
+    encoded = _multi_label_encodings(tokenizer, read, list(files.ENTITY_TYPES), 16)
+    assert encoded["labels"].tolist() == [[0.0, 1.0, 1.0, 0.0], [0.0, 0.0, 0.0, 0.0]]
+    ours = tokenization.FullTokenizer(str(uncased_vocab), do_lower_case=True)
+    ids = ours.convert_tokens_to_ids(["[CLS]", *ours.tokenize(rows[0]["text"]), "[SEP]"])
+    assert encoded["input_ids"][0].tolist() == ids + [0] * (16 - len(ids))

@@ -31,7 +31,12 @@ warm-up, max_seq_length 128). The data is made from ../shared/data into --work_d
     python -m bench.fine_tuning.own_data --quick               # a smoke run into /tmp
     python -m bench.fine_tuning.own_data --report_only         # own_data.md again from the .json
 
-Writes own_data.json and own_data.md (the report) into --output_dir after each section.
+Sizes: multi_label and tagging train on 3,000 CoNLL-2003 sentences drawn with seed 0
+(--train_examples; 0 for all 14,041), 3 epochs, and score the whole dev set (3,250): each side's
+three seeds in about 10 minutes on 2 cores; early_stopping trains on all of MRPC; vocabulary
+takes every WikiText-2 validation and test article and 200 steps (--pretraining_steps). The
+whole run takes about an hour on 2 cores. Writes own_data.json and own_data.md (the report) into
+--output_dir after each section.
 """
 from __future__ import annotations
 
