@@ -141,6 +141,7 @@ def test_report_has_a_table_per_section_run_and_the_ratios():
                                "full": {"eval_f1": 0.88, "wall_seconds": 100},
                                "early": {"eval_f1": 0.87, "wall_seconds": 80}}}}
     text = own_data_report.markdown(results)
+    assert "| this project (`run_classifier.py`) | 91.00 ± 1.41 (90.00, 92.00) |" in text
     assert "| this project against transformers | +1.00 | +1.00 | 2.00x the speed |" in text
     assert ("micro-F1 within 1 point of transformers': yes; an epoch at least as fast as "
             "transformers': yes") in text

@@ -14,7 +14,8 @@ _FILE_NAMES = {"four_columns": "four columns (CoNLL-2003 as shipped, IOB2)",
 def _mean_sd(values: list[float]) -> str:
     if len(values) == 1:
         return f"{values[0]:.2f}"
-    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
+    seeds = ", ".join(f"{value:.2f}" for value in values)
+    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f} ({seeds})"
 
 
 def multi_label_lines(section: dict) -> list[str]:

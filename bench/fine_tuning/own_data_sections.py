@@ -138,15 +138,16 @@ def early_stopping(context: Context) -> dict:
     settings = context.settings
     folder = context.folder("data", "mrpc")
     glue = os.path.join(context.shared_data, "glue", "MRPC")
+    kept = {}
     for split, count in (("train", settings.mrpc_train_examples), ("dev", settings.dev_examples)):
         with open(os.path.join(glue, f"{split}.tsv"), encoding="utf-8") as f:
             header, *rows = f.readlines()
-        write_text(os.path.join(folder, f"{split}.tsv"),
-                   header + "".join(files.subsample(rows, count)))
+        kept[split] = files.subsample(rows, count)
+        write_text(os.path.join(folder, f"{split}.tsv"), header + "".join(kept[split]))
     task = _task("mrpc", context, ("eval_f1", "eval_accuracy"))
     base = ["run_classifier.py", "--task_name=mrpc", f"--data_dir={folder}", "--do_train",
             "--do_eval"]
-    num_examples = len(files.subsample(range(3668), settings.mrpc_train_examples))
+    num_examples = len(kept["train"])
     log("early_stopping: the full run")
     full = run_script(base, task, 1, context.bert_dir, context.folder("early_stopping", "full"),
                       num_examples)
