@@ -104,6 +104,14 @@ def test_pieces_per_word(tmp_path):
     assert files.pieces_per_word(tokenizer, ["the unaffable.", "The zzz"]) == (5, 7)
 
 
+def test_changed_texts(tmp_path):
+    released, extended = tmp_path / "released.txt", tmp_path / "extended.txt"
+    released.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\nun\n##aff\n##able\n[unused0]\n")
+    extended.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\nun\n##aff\n##able\nunaffable\n")
+    before, after = (tokenization.FullTokenizer(str(v)) for v in (released, extended))
+    assert files.changed_texts(before, after, ["the", "the unaffable", "un the", "zz"]) == (4, 1)
+
+
 def test_labels_metrics_micro_and_macro_f1():
     results = labels_metrics([["PER"], ["LOC", "ORG"], []], [["PER"], ["LOC"], ["MISC"]])
     # tp 2 (PER, LOC), fp 1 (ORG), fn 1 (MISC): 2 * 2 / (2 * 2 + 1 + 1)

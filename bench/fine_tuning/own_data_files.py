@@ -139,3 +139,13 @@ def pieces_per_word(tokenizer: tokenization.FullTokenizer, texts: Iterable[str]
             words += 1
             pieces += len(tokenizer.wordpiece_tokenizer.tokenize(word))
     return words, pieces
+
+
+def changed_texts(before: tokenization.FullTokenizer, after: tokenization.FullTokenizer,
+                  texts: Iterable[str]) -> tuple[int, int]:
+    """(texts, those of them that the two tokenizers cut into different tokens)."""
+    count = changed = 0
+    for text in texts:
+        count += 1
+        changed += before.tokenize(text) != after.tokenize(text)
+    return count, changed

@@ -77,7 +77,8 @@ def early_stopping_lines(section: dict) -> list[str]:
     full, early = section["full"], section["early"]
     settings = section["settings"]
     lines = [f"MRPC, {section['train_examples']} training pairs, seed 1; dev scored every "
-             f"{settings['eval_every_steps']} steps, patience {settings['early_stopping_patience']}.",
+             f"{settings['eval_every_steps']} steps, patience "
+             f"{settings['early_stopping_patience']}.",
              "", "| run | steps | dev F1 | wall seconds |", "| --- | --- | --- | --- |",
              f"| full | {section['full_steps']} | {100 * full['eval_f1']:.2f} (last step) | "
              f"{full['wall_seconds']:.0f} |",
@@ -109,7 +110,11 @@ def vocabulary_lines(section: dict) -> list[str]:
         ratio = f"{after / before:.3f}" if before else "-"
         lines.append(f"| held-out masked-LM accuracy, {when} pretraining | {before:.4f} | "
                      f"{after:.4f} | {ratio} |")
-    lines += ["", "Each vocabulary's records mask its own tokens: the extended vocabulary's "
+    changed = section["heldout_tokenized_differently"]
+    lines += ["", f"{changed['changed']} of the {changed['sentences']} held-out sentences "
+              "tokenize differently with the extended vocabulary (every other one, exactly as "
+              "before).",
+              "", "Each vocabulary's records mask its own tokens: the extended vocabulary's "
               "held-out records hold fewer, longer tokens, so the two accuracies are over "
               "different predictions."]
     return lines

@@ -117,7 +117,8 @@ def tagging(context: Context) -> dict:
     for name in TAGGING_FILES:
         folder = context.folder("data", "tagging", name)
         for split, sentences in (("train", train), ("dev", dev)):
-            write_text(os.path.join(folder, f"{split}.txt"), files.conll_text(made[name](sentences)))
+            write_text(os.path.join(folder, f"{split}.txt"),
+                       files.conll_text(made[name](sentences)))
         log(f"tagging: {name}")
         runs[name] = run_script(
             ["run_ner.py", f"--train_file={folder}/train.txt", f"--dev_file={folder}/dev.txt",
@@ -181,6 +182,12 @@ def _pieces_per_word(vocab_file: str, documents: list[list[str]]) -> dict:
     return {"words": words, "pieces": pieces, "pieces_per_word": pieces / words}
 
 
+def _changed_sentences(vocab_files: list[str], documents: list[list[str]]) -> dict:
+    before, after = (tokenization.FullTokenizer(v, do_lower_case=True) for v in vocab_files)
+    sentences, changed = files.changed_texts(before, after, (s for d in documents for s in d))
+    return {"sentences": sentences, "changed": changed}
+
+
 def _pretraining_records(corpus: str, vocab_file: str, output: str, dupe_factor: int,
                          log_path: str) -> None:
     run_logged([sys.executable, "create_pretraining_data.py", f"--input_file={corpus}",
@@ -235,7 +242,9 @@ def vocabulary(context: Context) -> dict:
              "extended": (extended_vocab, extended_bert)}
     results = {"corpus_documents": len(corpus_documents),
                "heldout_documents": len(heldout_documents), "new_tokens": new_tokens,
-               "steps": settings.pretraining_steps, "sides": {}}
+               "steps": settings.pretraining_steps, "sides": {},
+               "heldout_tokenized_differently": _changed_sentences(
+                   [released_vocab, extended_vocab], heldout_documents)}
     for side, (vocab_file, bert) in sides.items():
         run_dir = context.folder("vocabulary", side)
         records = {"train": os.path.join(run_dir, "train.tfrecord"),
