@@ -62,8 +62,8 @@ def test_multi_worker_mirrored_reads_tf_config():
     tf_config = {"cluster": {"worker": [f"localhost:{port}"]},
                  "task": {"type": "worker", "index": 0}}
     env = dict(os.environ, TF_CONFIG=json.dumps(tf_config), TF_CPP_MIN_LOG_LEVEL="2")
-    code = ("import sys; sys.path[:0] = [sys.argv[1], sys.argv[1] + '/tests']; "
-            "import test_distribution; test_distribution.multi_worker_check()")
+    code = ("import sys; sys.path[:0] = [sys.argv[1]]; "
+            "from tests.training import test_distribution; test_distribution.multi_worker_check()")
     result = subprocess.run([sys.executable, "-c", code, str(REPO_ROOT)], cwd=REPO_ROOT, env=env,
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]

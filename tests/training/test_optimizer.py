@@ -574,8 +574,8 @@ def mirrored_trajectory_check(fixtures_dir: str, xla_update_min_elements: int) -
 @pytest.mark.slow
 @pytest.mark.parametrize("xla_update_min_elements", [1 << 62, 0], ids=["plain_ops", "xla_update"])
 def test_mirrored_strategy_two_replicas_match_one_device(fixtures_dir, xla_update_min_elements):
-    code = ("import sys; sys.path[:0] = [sys.argv[1], sys.argv[1] + '/tests']; "
-            "import test_optimizer; "
+    code = ("import sys; sys.path[:0] = [sys.argv[1]]; "
+            "from tests.training import test_optimizer; "
             "test_optimizer.mirrored_trajectory_check(sys.argv[2], int(sys.argv[3]))")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     result = subprocess.run([sys.executable, "-c", code, str(REPO_ROOT), str(fixtures_dir),
