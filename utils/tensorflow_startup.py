@@ -6,10 +6,16 @@ GPU "Could not find cuda drivers" and, at error level, "failed call to cuInit". 
 module first (every script that runs a model does) holds what is written to stderr meanwhile,
 drops the lines of those kinds and writes out every other line as it came.
 `TF_CPP_MIN_LOG_LEVEL=0` shows them all.
+
+Importing TensorFlow imports Keras, and Keras imports scikit-learn and matplotlib where they are
+installed, for its scikit-learn wrappers and image plots, which no script uses: 2-3 s of every
+start on a 2-core machine. They are kept out while TensorFlow imports (Keras takes them as not
+installed) and can be imported as usual afterwards.
 """
 from __future__ import annotations
 
 import glob
+import importlib
 import os
 import re
 import sys
@@ -24,14 +30,34 @@ _NOISE = re.compile(r"I\d{4} |WARNING: All log messages before absl::InitializeL
 _NO_DEVICE = re.compile(r"E\d{4} .*failed call to cuInit")
 
 
+# What Keras imports, where installed, for features the scripts do not use.
+_UNUSED_BY_THE_SCRIPTS = ("sklearn", "matplotlib")
+
+
 def _is_noise(line: str, has_nvidia_device: bool) -> bool:
     return bool(_NOISE.match(line)) or (not has_nvidia_device and bool(_NO_DEVICE.match(line)))
 
 
 def import_tensorflow_quietly() -> None:
     """Imports TensorFlow and lists its GPUs (which initialises CUDA) with stderr held."""
-    if "tensorflow" in sys.modules or os.environ.get("TF_CPP_MIN_LOG_LEVEL") == "0":
+    if "tensorflow" in sys.modules:
         return
+    blocked = [name for name in _UNUSED_BY_THE_SCRIPTS if name not in sys.modules]
+    # A None entry makes `import name` raise ImportError.
+    sys.modules.update(dict.fromkeys(blocked))
+    try:
+        if os.environ.get("TF_CPP_MIN_LOG_LEVEL") == "0":
+            importlib.import_module("tensorflow")
+        else:
+            _import_with_stderr_held()
+        importlib.import_module("keras")
+    finally:
+        for name in blocked:
+            if sys.modules.get(name, ...) is None:
+                del sys.modules[name]
+
+
+def _import_with_stderr_held() -> None:
     sys.stderr.flush()
     stderr = os.dup(2)
     with tempfile.TemporaryFile() as held:
