@@ -14,6 +14,7 @@ from modeling import checkpoints
 from modeling.checkpoints import ModelSpec, build_model
 from modeling.checkpoints.names import tf1_name_map
 from modeling.checkpoints.tf1.checkpoint import assign_tf1_values
+from modeling.config import BertConfig
 from modeling.models.text_models import POOLINGS, MaskedTokenPredictor
 from tasks.classifier import TextClassifier
 from tasks.embedding import SentenceEmbedder
@@ -262,6 +263,63 @@ def test_windows_tag_every_word_of_a_long_sentence_as_one_long_sequence_would(
         caplog.clear()
     tags = [w.tag for w in whole[1]]
     assert len(tags) == 300 and "O" not in tags and len(set(tags)) > 1
+
+
+def _hand_window_tags(model, tokenizer, labels, words, max_seq_length, stride):
+    """Each word's tag from the window where its first piece has the most context (the highest
+    min(pieces left, pieces right) + 0.01 * the window's length, the earliest on a tie), and
+    from the first window that holds it: windows of max_seq_length - 2 pieces every `stride`."""
+    pieces, firsts = [], []
+    for word in words:
+        firsts.append(len(pieces))
+        pieces += tokenizer.tokenize(word)
+    room = max_seq_length - 2
+    starts = [0]
+    while starts[-1] + room < len(pieces):
+        starts.append(starts[-1] + stride)
+    ids = []
+    for start in starts:
+        tokens = ["[CLS]", *pieces[start:start + room], "[SEP]"]
+        ids.append(tokenizer.convert_tokens_to_ids(tokens) + [0] * (max_seq_length - len(tokens)))
+    ids = np.array(ids, np.int32)
+    logits = model({"input_ids": ids, "input_mask": (ids > 0).astype(np.int32),
+                    "segment_ids": np.zeros_like(ids)}, training=False)["logits"].numpy()
+
+    def tag_in(window, position):
+        return labels[logits[window, 1 + position - starts[window]].argmax()]
+
+    most_context, first_window = [], []
+    for position in firsts:
+        holding = [i for i, start in enumerate(starts)
+                   if start <= position < min(start + room, len(pieces))]
+        lengths = {i: min(room, len(pieces) - starts[i]) for i in holding}
+        best = max(holding, key=lambda i: (min(position - starts[i],
+                                               starts[i] + lengths[i] - 1 - position)
+                                           + 0.01 * lengths[i], -i))
+        most_context.append(tag_in(best, position))
+        first_window.append(tag_in(holding[0], position))
+    return most_context, first_window
+
+
+def test_windows_give_each_word_the_tag_of_its_window_of_most_context(
+        fixtures_dir, uncased_vocab, shared_data_dir):
+    """With a tagger whose tags depend on the context, each word's tag is the one its window of
+    most context gives; the first window holding it would give other tags."""
+    config = _read(fixtures_dir, uncased_vocab).model.config
+    labels = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+    keras.utils.set_random_seed(5)
+    model = build_model(BertConfig.from_dict({**config.to_dict(), "initializer_range": 0.5}),
+                        ModelSpec("token_classifier", len(labels)))
+    tokenizer = FullTokenizer(str(uncased_vocab), True)
+    words = _wikitext_words(shared_data_dir, 40)
+    for max_seq_length, doc_stride in [(16, 5), (20, 3)]:
+        expected, first_window = _hand_window_tags(model, tokenizer, labels, words,
+                                                   max_seq_length, doc_stride)
+        tagged = EntityTagger(model, tokenizer, labels, max_seq_length=max_seq_length,
+                              doc_stride=doc_stride, batch_size=4)([" ".join(words)])
+        assert [w.word for w in tagged[0]] == words
+        assert [w.tag for w in tagged[0]] == expected
+        assert first_window != expected
 
 
 def test_words_of_sentences_that_fit_are_tagged_as_without_windows(fixtures_dir, uncased_vocab):
