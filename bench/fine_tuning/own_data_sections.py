@@ -66,7 +66,16 @@ def labels_metrics(predicted: list[list[str]], gold: list[list[str]]) -> dict:
     return multi_label_metrics(rows(predicted), rows(gold), list(files.ENTITY_TYPES))
 
 
-def multi_label(context: Context) -> dict:
+# transformers' Trainer's optimizer through this project's flags: bias-corrected AdamW, its
+# epsilon, and the decay from the warm-up's peak (bench/README.md, "Optimizers on RTE").
+TRANSFORMERS_OPTIMIZER = ("--optimizer=adamw_bias_corrected", "--adam_epsilon=1e-8",
+                          "--learning_rate_decay=from_peak")
+
+
+def _multi_label_data(context: Context) -> tuple[list[dict], list[dict], dict, FineTuneTask,
+                                                 list[str]]:
+    """The training and dev rows written as JSON lines; their paths, the task and the
+    run_classifier.py command that fine-tunes on them."""
     settings = context.settings
     folder = context.folder("data", "multi_label")
     train = [files.multi_label_row(s) for s in _conll(context, "train.txt",
@@ -80,17 +89,28 @@ def multi_label(context: Context) -> dict:
                f"--dev_file={paths['dev']}", f"--test_file={paths['dev']}",
                "--text_column=text", "--label_column=labels", "--problem_type=multi_label",
                f"--label_list={LABELS}", "--do_train", "--do_eval", "--do_predict"]
+    return train, dev, paths, task, command
+
+
+def _multi_label_run(context: Context, name: str, seed: int, command: list[str],
+                     task: FineTuneTask, train: list[dict], dev: list[dict]) -> dict:
+    run_dir = context.folder(name, f"this_project_seed{seed}")
+    run = run_script(command, task, seed, context.bert_dir, run_dir, len(train))
+    run["from_predictions"] = predicted_metrics(
+        os.path.join(run_dir, "output", "predictions.jsonl"), dev)
+    return run
+
+
+def multi_label(context: Context) -> dict:
+    train, dev, paths, task, command = _multi_label_data(context)
     runs: dict[str, list[dict]] = {"this_project": [], "transformers": []}
-    for seed in range(1, settings.seeds + 1):
+    for seed in range(1, context.settings.seeds + 1):
         log(f"multi_label: seed {seed}, this project")
-        run_dir = context.folder("multi_label", f"this_project_seed{seed}")
-        run = run_script(command, task, seed, context.bert_dir, run_dir, len(train))
-        run["from_predictions"] = predicted_metrics(
-            os.path.join(run_dir, "output", "predictions.jsonl"), dev)
-        runs["this_project"].append(run)
+        runs["this_project"].append(_multi_label_run(context, "multi_label", seed, command, task,
+                                                     train, dev))
         log(f"multi_label: seed {seed}, transformers")
         runs["transformers"].append(run_transformers(
-            task, seed, context.hf_dir, {"multi_label": folder},
+            task, seed, context.hf_dir, {"multi_label": os.path.dirname(paths["train"])},
             context.folder("multi_label", f"transformers_seed{seed}"),
             extra_flags=[f"--label_list={LABELS}"]))
     label_counts = {t: sum(t in row["labels"].split(",") for row in train)
@@ -98,6 +118,18 @@ def multi_label(context: Context) -> dict:
     return {"train_examples": len(train), "dev_examples": len(dev),
             "train_without_entity": sum(not row["labels"] for row in train),
             "train_label_counts": label_counts, "runs": runs}
+
+
+def multi_label_optimizer(context: Context) -> dict:
+    """multi_label's runs of this project with transformers' optimizer (`TRANSFORMERS_OPTIMIZER`),
+    the same data and seeds: what the optimizer accounts for of the two sides' difference."""
+    train, dev, _, task, command = _multi_label_data(context)
+    runs = []
+    for seed in range(1, context.settings.seeds + 1):
+        log(f"multi_label_optimizer: seed {seed}")
+        runs.append(_multi_label_run(context, "multi_label_optimizer", seed,
+                                     [*command, *TRANSFORMERS_OPTIMIZER], task, train, dev))
+    return {"flags": list(TRANSFORMERS_OPTIMIZER), "runs": runs}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -264,5 +296,5 @@ def vocabulary(context: Context) -> dict:
     return results
 
 
-SECTIONS = {"multi_label": multi_label, "tagging": tagging, "early_stopping": early_stopping,
-            "vocabulary": vocabulary}
+SECTIONS = {"multi_label": multi_label, "multi_label_optimizer": multi_label_optimizer,
+            "tagging": tagging, "early_stopping": early_stopping, "vocabulary": vocabulary}

@@ -10,6 +10,7 @@ from bench.fine_tuning.own_data_sections import labels_metrics
 from bench.support import shared_data_dir
 from data import tokenization
 from data.ner import conll
+from tests.support.dependencies import require
 
 CONLL_LINES = ["-DOCSTART- -X- -X- O\n", "\n", "EU NNP B-NP B-ORG\n", "rejects VBZ B-VP O\n",
                "German JJ B-NP B-MISC\n", "\n", "\n", "Peter NNP B-NP B-PER\n",
@@ -139,6 +140,9 @@ def test_report_has_a_table_per_section_run_and_the_ratios():
                             "train_without_entity": 2, "train_label_counts": {"PER": 3},
                             "runs": {"this_project": ours,
                                      "transformers": [_run(0.9, 20), _run(0.9, 24)]}},
+            "multi_label_optimizer": {**common, "flags": ["--optimizer=x"], "runs": [
+                _run(0.905, 11, from_predictions=_run(0.905, 11)),
+                _run(0.91, 13, from_predictions=_run(0.91, 13))]},
             "tagging": {**common, "train_sentences": 10, "dev_sentences": 5, "seed": 1,
                         "runs": {"four_columns": {"eval_f1": 0.8},
                                  "two_columns_iob2": {"eval_f1": 0.8},
@@ -154,6 +158,9 @@ def test_report_has_a_table_per_section_run_and_the_ratios():
     assert ("micro-F1 within 1 point of transformers': yes; an epoch at least as fast as "
             "transformers': yes") in text
     assert "gives, every seed: yes" in text
+    assert ("| this project, transformers' optimizer | 90.75 ± 0.35 (90.50, 91.00) | "
+            "80.75 ± 0.35 (80.50, 81.00) | 12.0 |") in text
+    assert "micro-F1 +0.75 points; within 1 point: yes." in text
     assert "| saved | 10 steps | +2.00 | 20 s (0.80x the full run's time) |" in text
     assert "| two columns (word, tag), IOBES | 75.00 | -5.00 |" in text
     assert "four-column file's `eval_f1` to the printed digit: yes" in text
@@ -163,7 +170,7 @@ def test_report_has_a_table_per_section_run_and_the_ratios():
 def test_the_transformers_run_reads_the_json_lines_targets_as_this_project(uncased_vocab,
                                                                            tmp_path):
     """One 0/1 target per entity type, in --label_list's order; an empty label is all zeros."""
-    transformers = pytest.importorskip("transformers")
+    transformers = require("transformers")
     from bench.fine_tuning.transformers_run import _multi_label_encodings
     from data.classifier import own_files
     rows = [{"text": "EU rejects German", "labels": "MISC,ORG"}, {"text": "Hi", "labels": ""}]
