@@ -1,14 +1,15 @@
 """Bad input to every script, as people have it: one table of cases, each run as a user runs it.
 
-Each case writes its files, runs the real script in a subprocess and checks that it exits
-non-zero with one line, `error: ...`, that names the cause (file and line, flag or variable) and
-no traceback, and that the user's earlier file in the output folder is unchanged and nothing else
-was written there.
+Each case writes its files, runs the real script's `main` with its flags and checks that it exits
+with status 1 and one line, `error: ...`, that names the cause (file and line, flag or variable)
+and no traceback, and that the user's earlier file in the output folder is unchanged and nothing
+else was written there. Each script runs all its cases in one process
+(`tests/support/script_runner.py`, the script's flag parsing and error reporting as from the
+shell); some cases also run as separate processes, as a user runs them, with the same result.
 """
 import json
 import os
 import pathlib
-import shutil
 import subprocess
 import sys
 
@@ -17,6 +18,7 @@ import pytest
 from tests.support.paths import REPO_ROOT
 from tests.support.pretraining_runs import write_config
 from tests.support.script_errors import assert_user_error
+from tests.support.script_runner import run_cells
 from tests.support.tiny_task_model import write_tiny_model
 
 _EARLIER = "earlier_results.txt"
@@ -274,33 +276,71 @@ def test_the_table_covers_every_script_with_fifty_cases():
     assert {script for _, script, *_ in _CASES} == set(_BASE_FLAGS)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("script,files,flags,cause", [case[1:] for case in _CASES],
-                         ids=[case[0] for case in _CASES])
-def test_bad_input_is_named_and_nothing_is_written(model, fixtures_dir, tmp_path, script, files,
-                                                   flags, cause):
-    data, out = tmp_path / "data", tmp_path / "out"
-    data.mkdir()
+def _prepare(model, fixtures_dir, folder: pathlib.Path, script, files, flags):
+    """The case's files under `folder` (data/, and out/ holding the user's earlier file); the
+    values its flags name, and the script's arguments."""
+    data, out = folder / "data", folder / "out"
+    data.mkdir(parents=True)
     out.mkdir()
     _write(data, files)
     (out / _EARLIER).write_text("the user's earlier results\n")
     values = {"data": data, "out": out, "records": _records(fixtures_dir),
-              "pretraining_config": write_config(str(tmp_path)), **model}
+              "pretraining_config": write_config(str(folder)), **model}
     if any("{longer_vocab}" in flag for flag in flags):
-        values["longer_vocab"] = tmp_path / "longer_vocab.txt"
+        values["longer_vocab"] = folder / "longer_vocab.txt"
         extra = "".join(f"extra{i}\n" for i in range(50))
         values["longer_vocab"].write_text(pathlib.Path(model["vocab_file"]).read_text() + extra)
     if any("{damaged}" in flag for flag in flags):
-        values["damaged"] = _damaged_checkpoint(model, tmp_path / "damaged")
+        values["damaged"] = _damaged_checkpoint(model, folder / "damaged")
     named = {flag.split("=")[0] for flag in flags}
     args = [flag.format(**values) for flag in _BASE_FLAGS[script]
             if flag.split("=")[0] not in named]
-    args += [flag.format(**values) for flag in flags]
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
-    result = subprocess.run([sys.executable, str(REPO_ROOT / script), *args], capture_output=True,
-                            text=True, env=env, cwd=REPO_ROOT, timeout=600)
-    assert result.returncode == 1, result.stderr[-2000:]
-    assert_user_error(result.stderr, cause.format(**values))
+    return values, args + [flag.format(**values) for flag in flags]
+
+
+@pytest.fixture(scope="module")
+def outcomes(model, fixtures_dir, tmp_path_factory) -> dict[str, tuple]:
+    """{case id: (its folder, the values its flags name, its arguments, what the script did)},
+    each script running its cases in one process."""
+    root = tmp_path_factory.mktemp("bad_inputs")
+    prepared, by_script = {}, {}
+    for case_id, script, files, flags, _ in _CASES:
+        values, args = _prepare(model, fixtures_dir, root / case_id, script, files, flags)
+        prepared[case_id] = (root / case_id, values, args)
+        by_script.setdefault(script, {})[case_id] = args
+    results = {}
+    for script, cells in by_script.items():
+        results.update(run_cells(script, cells, str(root)))
+    return {case_id: (*prepared[case_id], results[case_id]) for case_id in prepared}
+
+
+def _check(folder: pathlib.Path, status: int, stderr: str, cause: str) -> None:
+    assert status == 1, stderr[-2000:]
+    assert_user_error(stderr, cause)
+    out = folder / "out"
     assert sorted(p.name for p in out.iterdir()) == [_EARLIER]
     assert (out / _EARLIER).read_text() == "the user's earlier results\n"
-    shutil.rmtree(tmp_path / "damaged", ignore_errors=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", _CASES, ids=[case[0] for case in _CASES])
+def test_bad_input_is_named_and_nothing_is_written(outcomes, case):
+    folder, values, _, result = outcomes[case[0]]
+    _check(folder, result["status"], result["stderr"], case[-1].format(**values))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case_id", ["glue_unknown_label", "create_data_vocab_without_mask"])
+def test_a_case_run_as_its_own_process_ends_the_same(outcomes, case_id):
+    """As a user runs it: the script in a fresh process prints the same `error:` line."""
+    script, cause = next((case[1], case[-1]) for case in _CASES if case[0] == case_id)
+    folder, values, args, result = outcomes[case_id]
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
+    alone = subprocess.run([sys.executable, str(REPO_ROOT / script), *args], capture_output=True,
+                           text=True, env=env, cwd=REPO_ROOT, timeout=600)
+    _check(folder, alone.returncode, alone.stderr, cause.format(**values))
+
+    def error_line(stderr):
+        return next(line for line in stderr.splitlines() if line.startswith("error: "))
+
+    assert error_line(alone.stderr) == error_line(result["stderr"])

@@ -1,5 +1,8 @@
 """The exported SavedModels, loaded in a fresh process, against the Python pipeline.
 
+`export_savedmodel.py` runs its exports in one process (`tests/support/script_runner.py`);
+`tests/scripts/test_model_table_export.py` runs one as a separate process, as a user does.
+
 The Python pipeline is the original's: `FullTokenizer`, `[CLS] A [SEP] B [SEP]` packing with its
 truncation rule, then the Keras model.
 """
@@ -18,7 +21,7 @@ from modeling.config import BertConfig
 from serving.servers import TextModelServer
 from tests.support.exported_models import (assert_fill_mask_outputs, python_features,
                                            run_in_fresh_process)
-from tests.support.paths import REPO_ROOT
+from tests.support.script_runner import run_cells
 
 pytestmark = pytest.mark.slow
 
@@ -29,6 +32,7 @@ PAIRS = [("Is this a question?", "Yes, it is."), ("Only the first", ""),
          ("long words here " * 10, "short"), ("x", "a long second text " * 10)]
 CONTEXT = "The Eiffel Tower, in Paris, was completed in 1889 by Gustave Eiffel's company."
 QUESTIONS = [("When was the tower completed?", CONTEXT), ("Who built it?", CONTEXT * 3)]
+TAGS = ("O", "B-PER", "I-PER")
 MASKED = ["The capital of France is [MASK] .", "no mask", "[MASK] [MASK] words", "un[MASK]able",
           "long words here " * 10 + "[MASK]"]
 
@@ -52,23 +56,19 @@ np.savez(sys.argv[2], **results)
 """
 
 
-def _model_folder(tmp_path, vocab, spec):
+def _model_folder(tmp_path, vocab, spec, labels=None):
     config = BertConfig(vocab_size=sum(1 for _ in open(vocab, encoding="utf-8")), hidden_size=16,
                         num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
                         max_position_embeddings=32, type_vocab_size=2, initializer_range=0.5)
     folder = tmp_path / spec.head
-    write_model(LoadedModel(build_model(config, spec), spec, str(vocab), True), KERAS,
+    write_model(LoadedModel(build_model(config, spec), spec, str(vocab), True, labels), KERAS,
                 str(folder), do_lower_case=True)
     return folder
 
 
-def _export(folder, output, *flags):
-    result = subprocess.run(
-        [sys.executable, "export_savedmodel.py", f"--input={folder}", f"--output={output}",
-         f"--max_seq_length={MAX_SEQ_LENGTH}", *flags],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result.stdout
+def _export_flags(folder, output, *flags) -> list[str]:
+    return [f"--input={folder}", f"--output={output}", f"--max_seq_length={MAX_SEQ_LENGTH}",
+            *flags]
 
 
 def _squad_export(folder, vocab, output):
@@ -83,12 +83,31 @@ def exported(tmp_path_factory, uncased_vocab):
     """The exports, and their outputs from one fresh process that loads them all."""
     tmp_path = tmp_path_factory.mktemp("export")
     classifier = _model_folder(tmp_path, uncased_vocab, ModelSpec("classifier", 3))
-    stdout = _export(classifier, tmp_path / "export")
-    assert "classifier head" in stdout
     squad = _model_folder(tmp_path, uncased_vocab, ModelSpec("squad"))
     _squad_export(squad, uncased_vocab, tmp_path / "squad_export")
     pretraining = _model_folder(tmp_path, uncased_vocab, ModelSpec("pretraining"))
-    _export(pretraining, tmp_path / "mlm_export", "--top_k=4", "--pooling=mean", "--normalize")
+    encoder = _hf_encoder_folder(tmp_path, uncased_vocab)
+    tagger = _model_folder(tmp_path, uncased_vocab, ModelSpec("token_classifier", len(TAGS)),
+                           TAGS)
+    (tmp_path / "lines.txt").write_text("\n".join(SINGLES) + "\n", encoding="utf-8")
+    # The scripts, each running its calls in one process (tests/support/script_runner.py).
+    exports = run_cells("export_savedmodel.py", {
+        "classifier": _export_flags(classifier, tmp_path / "export"),
+        "pretraining": _export_flags(pretraining, tmp_path / "mlm_export", "--top_k=4",
+                                     "--pooling=mean", "--normalize"),
+        "encoder": _export_flags(encoder, tmp_path / "encoder_export", "--pooling=mean"),
+        "tagger": _export_flags(tagger, tmp_path / "tagger_export")},
+        str(tmp_path))
+    for result in exports.values():
+        assert result["status"] == 0, result["stderr"][-3000:]
+    assert "classifier head" in exports["classifier"]["stdout"]
+    assert "encoder head" in exports["encoder"]["stdout"]
+    assert "token_classifier head" in exports["tagger"]["stdout"]
+    embedded = run_cells("predict_text.py", {"embed": [
+        "--task=embed", f"--model={encoder}", f"--input_file={tmp_path / 'lines.txt'}",
+        f"--output_file={tmp_path / 'vectors.npy'}", f"--max_seq_length={MAX_SEQ_LENGTH}",
+        "--pooling=mean"]}, str(tmp_path))["embed"]
+    assert embedded["status"] == 0, embedded["stderr"][-3000:]
     singles = [(text, "") for text in SINGLES]
     features = python_features(FullTokenizer(str(uncased_vocab), True), singles + PAIRS,
                                MAX_SEQ_LENGTH)
@@ -110,9 +129,14 @@ def exported(tmp_path_factory, uncased_vocab):
          {"text": MASKED}],
         ["mean", str(tmp_path / "mlm_export" / "text_model"), "serving_embedding_pair",
          {"text_a": [a for a, _ in PAIRS], "text_b": [b for _, b in PAIRS]}],
+        ["encoder_only", str(tmp_path / "encoder_export" / "text_model"), "serving_embedding",
+         {"text": SINGLES}],
+        ["tagger", str(tmp_path / "tagger_export" / "text_model"), "serving_default",
+         {"text": SINGLES}],
     ])
-    return {"classifier": classifier, "squad": squad, "pretraining": pretraining,
-            "export": export, "features": features, "results": results}
+    return {"classifier": classifier, "squad": squad, "pretraining": pretraining, "tagger": tagger,
+            "export": export, "features": features, "results": results,
+            "predict_text_vectors": np.load(tmp_path / "vectors.npy")}
 
 
 def test_text_model_matches_the_python_pipeline(exported):
@@ -133,6 +157,23 @@ def test_text_model_matches_the_python_pipeline(exported):
         np.testing.assert_allclose(results[f"encoder/{name}"], encoded[name].numpy(), atol=1e-5,
                                    rtol=0)
     assert all(results[f"{key}/do_lower_case"] for key in ("single", "preprocess", "encoder"))
+
+
+def test_a_tagger_gives_each_tokens_probabilities_and_tag(exported):
+    """A token classifier with its label names: per-token probabilities as the Keras model's,
+    and each token's most probable tag by name."""
+    results, features = exported["results"], exported["features"]
+    rows = len(SINGLES)
+    model = read_model(str(exported["tagger"])).model
+    logits = model({k: v[:rows] for k, v in features.items()}, training=False)["logits"]
+    expected = tf.nn.softmax(logits).numpy()
+    found = results["tagger/probabilities"]
+    width = found.shape[1]
+    assert width == MAX_SEQ_LENGTH  # a text of the call is cut to max_seq_length
+    real = features["input_mask"][:rows] > 0
+    np.testing.assert_allclose(found[real], expected[real], atol=1e-5, rtol=0)
+    tags = np.array(TAGS)[expected.argmax(-1)]
+    assert [tag.decode() for tag in results["tagger/tags"][real]] == list(tags[real])
 
 
 def test_saved_model_cli_runs_the_export(exported, uncased_vocab, tmp_path):
@@ -197,26 +238,20 @@ def test_fill_mask_and_embedding_signatures_match_the_python_api(exported, uncas
     np.testing.assert_allclose(results["mean/embedding"], vectors, atol=1e-5)
 
 
-def test_an_encoder_only_model_exports_and_embeds_as_predict_text(tmp_path, uncased_vocab):
-    """A Hugging Face `BertModel` folder (no head): the export's sentence vectors are
-    `predict_text.py --task=embed`'s."""
-    config = BertConfig(vocab_size=sum(1 for _ in open(uncased_vocab, encoding="utf-8")),
+def _hf_encoder_folder(tmp_path, vocab):
+    """A Hugging Face `BertModel` folder (no head)."""
+    config = BertConfig(vocab_size=sum(1 for _ in open(vocab, encoding="utf-8")),
                         hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                         intermediate_size=32, max_position_embeddings=32)
     folder = tmp_path / "bert_model"
     spec = ModelSpec("encoder")
-    write_model(LoadedModel(build_model(config, spec), spec, str(uncased_vocab), True), HF,
+    write_model(LoadedModel(build_model(config, spec), spec, str(vocab), True), HF,
                 str(folder), do_lower_case=True)
-    assert "encoder head" in _export(folder, tmp_path / "export", "--pooling=mean")
-    (tmp_path / "lines.txt").write_text("\n".join(SINGLES) + "\n", encoding="utf-8")
-    result = subprocess.run(
-        [sys.executable, "predict_text.py", "--task=embed", f"--model={folder}",
-         f"--input_file={tmp_path / 'lines.txt'}", f"--output_file={tmp_path / 'vectors.npy'}",
-         f"--max_seq_length={MAX_SEQ_LENGTH}", "--pooling=mean"],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    results = run_in_fresh_process(tmp_path, LOADER, [
-        ["embedding", str(tmp_path / "export" / "text_model"), "serving_embedding",
-         {"text": SINGLES}]])
-    np.testing.assert_allclose(results["embedding/embedding"], np.load(tmp_path / "vectors.npy"),
-                               atol=1e-6, rtol=0)
+    return folder
+
+
+def test_an_encoder_only_model_exports_and_embeds_as_predict_text(exported):
+    """A Hugging Face `BertModel` folder (no head): the export's sentence vectors are
+    `predict_text.py --task=embed`'s."""
+    np.testing.assert_allclose(exported["results"]["encoder_only/embedding"],
+                               exported["predict_text_vectors"], atol=1e-6, rtol=0)

@@ -15,6 +15,7 @@ from tasks.fill_mask import FillMask
 from tests.support.classifier_runs import tiny_model  # noqa: F401 (a fixture)
 from tests.support.modeling_fixtures import tiny_dir
 from tests.support.paths import REPO_ROOT
+from tests.support.script_runner import run_cells
 
 pytestmark = pytest.mark.slow
 
@@ -74,24 +75,48 @@ def test_embed_from_stdin_writes_vectors_and_their_lines(fixtures_dir, uncased_v
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-6)
 
 
-def test_bad_input_is_named_and_nothing_is_written(fixtures_dir, uncased_vocab, tmp_path):
-    (tmp_path / "in.txt").write_bytes(b"fine line\nbad \xff byte\n")
-    output = tmp_path / "out.jsonl"
-    output.write_text("an earlier run's output\n")
-    result = _run(fixtures_dir, uncased_vocab, "--task=embed",
-                  f"--model={tiny_dir(fixtures_dir) / 'bert_model.ckpt'}",
-                  f"--input_file={tmp_path / 'in.txt'}", f"--output_file={output}")
-    assert result.returncode != 0
-    assert "in.txt, line 2: not valid UTF-8" in result.stderr.decode()
-    assert output.read_text() == "an earlier run's output\n"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "out.jsonl"]
-    (tmp_path / "in.txt").write_text("a [MASK] here\n")
-    result = _run(fixtures_dir, uncased_vocab, "--task=fill_mask",
-                  f"--model={tiny_dir(fixtures_dir) / 'classifier/model.ckpt'}",
-                  f"--input_file={tmp_path / 'in.txt'}", f"--output_file={output}")
-    assert result.returncode != 0
-    assert "without the masked-LM head" in result.stderr.decode()
-    assert output.read_text() == "an earlier run's output\n"
+@pytest.fixture(scope="module")
+def bad_input_runs(fixtures_dir, uncased_vocab, tmp_path_factory) -> dict[str, tuple]:
+    """Three bad inputs, run in one process (`tests/support/script_runner.py`): {case: (its
+    folder, what predict_text.py did)}. An earlier run's output is in the first two folders."""
+    root = tmp_path_factory.mktemp("bad_inputs")
+    tiny = tiny_dir(fixtures_dir)
+    inputs = {"not_utf8": b"fine line\nbad \xff byte\n", "no_masked_lm": b"a [MASK] here\n",
+              "question_alone": b"who? ||| the context\n\njust a question\n"}
+    flags = {"not_utf8": ["--task=embed", f"--model={tiny / 'bert_model.ckpt'}"],
+             "no_masked_lm": ["--task=fill_mask", f"--model={tiny / 'classifier/model.ckpt'}"],
+             "question_alone": ["--task=squad", "--model=nowhere"]}
+    cells = {}
+    for case, data in inputs.items():
+        (root / case).mkdir()
+        (root / case / "in.txt").write_bytes(data)
+        if case != "question_alone":
+            (root / case / "out.jsonl").write_text("an earlier run's output\n")
+        cells[case] = [f"--vocab_file={uncased_vocab}",
+                       f"--bert_config_file={tiny / 'bert_config.json'}", "--max_seq_length=32",
+                       "--batch_size=2", *flags[case], f"--input_file={root / case / 'in.txt'}",
+                       f"--output_file={root / case / 'out.jsonl'}"]
+    results = run_cells("predict_text.py", cells, str(root))
+    return {case: (root / case, results[case]) for case in cells}
+
+
+@pytest.mark.parametrize("case, cause", [
+    ("not_utf8", "in.txt, line 2: not valid UTF-8"),
+    ("no_masked_lm", "without the masked-LM head")])
+def test_bad_input_is_named_and_nothing_is_written(bad_input_runs, case, cause):
+    folder, result = bad_input_runs[case]
+    assert result["status"] != 0
+    assert cause in result["stderr"]
+    assert (folder / "out.jsonl").read_text() == "an earlier run's output\n"
+    assert sorted(p.name for p in folder.iterdir()) == ["in.txt", "out.jsonl"]
+
+
+def test_a_line_without_its_parts_is_named_before_the_model_is_read(bad_input_runs):
+    folder, result = bad_input_runs["question_alone"]
+    assert result["status"] != 0
+    assert ("in.txt, line 3: expected `question ||| context`, found 1 part(s)"
+            in result["stderr"])
+    assert not (folder / "out.jsonl").exists()
 
 
 @pytest.mark.parametrize("task_name", ["mrpc", "stsb"])
@@ -231,15 +256,3 @@ def test_ner_tags_are_run_ners_predictions(tmp_path):
     for sentence, answer in zip(sentences, answers):
         assert answer["words"] == [word for word, _, _ in sentence]
         assert answer["tags"] == [predicted for _, _, predicted in sentence]
-
-
-def test_a_line_without_its_parts_is_named_before_the_model_is_read(fixtures_dir, uncased_vocab,
-                                                                    tmp_path):
-    (tmp_path / "in.txt").write_text("who? ||| the context\n\njust a question\n")
-    output = tmp_path / "out.jsonl"
-    result = _run(fixtures_dir, uncased_vocab, "--task=squad", "--model=nowhere",
-                  f"--input_file={tmp_path / 'in.txt'}", f"--output_file={output}")
-    assert result.returncode != 0
-    assert ("in.txt, line 3: expected `question ||| context`, found 1 part(s)"
-            in result.stderr.decode())
-    assert not output.exists()

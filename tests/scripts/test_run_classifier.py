@@ -10,6 +10,7 @@ import os
 import pathlib
 import re
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -30,6 +31,7 @@ from tests.support.classifier_runs import (MNLI_COLUMNS, MNLI_DEV_HEADER, NUM_DE
                                            tiny_model,  # noqa: F401 (a fixture)
                                            write_glue_task, write_tsv, write_xnli)
 from tests.support.paths import REPO_ROOT
+from tests.support.script_runner import run_cells
 from training.run_guards import exclusive_output_dir
 
 pytestmark = pytest.mark.slow
@@ -86,15 +88,35 @@ def _check_fine_tuned_checkpoint(output_dir: pathlib.Path, num_labels: int, step
 # ----------------------------------------------------------------------------- tests
 
 # SST-2 is run end to end below, on data it can learn.
-@pytest.mark.parametrize("task_name", ["cola", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte",
-                                       "wnli"])
-def test_every_glue_task_trains_evaluates_and_predicts(tiny_model, tmp_path, task_name):
+GLUE_TASKS = ["cola", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli"]
+
+
+def _flags(*args: str, **flags) -> list[str]:
+    return [*args, *(f"--{name}={value}" for name, value in flags.items())]
+
+
+@pytest.fixture(scope="module")
+def glue_runs(tiny_model, tmp_path_factory) -> dict[str, tuple[pathlib.Path, dict]]:
+    """Each GLUE task trained, evaluated and predicted on its generated files, every run in one
+    process (`tests/support/script_runner.py`): {task: (its folder, its test rows)}."""
+    root = tmp_path_factory.mktemp("glue_runs")
+    cells, folders = {}, {}
+    for task_name in GLUE_TASKS:
+        folder = root / task_name
+        folders[task_name] = folder, write_glue_task(folder / "data", task_name)
+        cells[task_name] = _flags("--do_train", "--do_eval", "--do_predict",
+                                  task_name=task_name.upper(), data_dir=folder / "data",
+                                  output_dir=folder / "out", **tiny_model, **TRAIN_FLAGS)
+    for task_name, result in run_cells("run_classifier.py", cells, str(root)).items():
+        assert result["status"] == 0, result["stderr"][-3000:]
+    return folders
+
+
+@pytest.mark.parametrize("task_name", GLUE_TASKS)
+def test_every_glue_task_trains_evaluates_and_predicts(glue_runs, task_name):
     task = get_task(task_name)
-    test_rows = write_glue_task(tmp_path / "data", task_name)
-    output_dir = tmp_path / "out"
-    check_ok(run_classifier("--do_train", "--do_eval", "--do_predict", task_name=task_name.upper(),
-                            data_dir=tmp_path / "data", output_dir=output_dir, **tiny_model,
-                            **TRAIN_FLAGS))
+    folder, test_rows = glue_runs[task_name]
+    output_dir = folder / "out"
     # 8 examples in batches of 4 for one epoch.
     _check_fine_tuned_checkpoint(output_dir, task.num_labels, 2)
     for split in task.splits_for("eval"):
@@ -354,41 +376,72 @@ def test_bad_input_is_reported_before_anything_is_written(tiny_model, tmp_path, 
     assert not output_dir.exists()
 
 
-@pytest.mark.parametrize("damage", ["truncated", "missing", "pretrained"])
-def test_a_named_init_checkpoint_is_used_or_the_evaluation_stops(fixtures_dir, uncased_vocab,
-                                                                 tmp_path, damage):
+DAMAGES = ("truncated", "missing", "pretrained")
+
+
+@pytest.fixture(scope="module")
+def named_init_runs(fixtures_dir, uncased_vocab, tmp_path_factory) -> dict[str, tuple]:
+    """For each damage: --output_dir holding a fine-tuned classifier and earlier results, and
+    --init_checkpoint naming another model that cannot be used. Each evaluation runs with it,
+    and without it in a copy of the folder, all in one process: {damage: (output_dir, its files
+    before the run, other, results with it, without it)}."""
+    root = tmp_path_factory.mktemp("named_init")
+    flags, _ = _original_classifier(fixtures_dir, uncased_vocab)
+    fine_tuned = pathlib.Path(flags["init_checkpoint"])
+    data_dir = root / "mnli"
+    row = ["0", "7", "0e", "news", "( x )", "( y )", "(ROOT x)", "(ROOT y)", _ORIGINAL_TEXT, ""]
+    write_tsv(data_dir / "dev_matched.tsv", MNLI_DEV_HEADER, [row + ["neutral"] * 6])
+    without_init = {k: v for k, v in flags.items() if k != "init_checkpoint"}
+    folders, with_init, without = {}, {}, {}
+    for damage in DAMAGES:
+        output_dir = root / damage / "out"
+        output_dir.mkdir(parents=True)
+        for source in fine_tuned.parent.glob(fine_tuned.name + ".*"):
+            (output_dir / source.name).write_bytes(source.read_bytes())
+        (output_dir / "eval_results.txt").write_text("earlier results\n")
+        other = root / damage / "other" / "model.ckpt"
+        other.parent.mkdir()
+        if damage == "truncated":
+            for source in fine_tuned.parent.glob(fine_tuned.name + ".*"):
+                data = source.read_bytes()
+                (other.parent / source.name).write_bytes(
+                    data[:len(data) // 2] if ".data-" in source.name else data)
+        elif damage == "pretrained":
+            save_tf1_checkpoint(BertEncoder(BertConfig.from_json_file(flags["bert_config_file"])),
+                                str(other))
+        copy = root / damage / "copy"
+        shutil.copytree(output_dir, copy)
+        folders[damage] = output_dir, _files(output_dir), other
+        with_init[damage] = _flags("--do_eval", task_name="MNLI", data_dir=data_dir,
+                                   output_dir=output_dir, **{**flags, "init_checkpoint": other})
+        without[damage] = _flags("--do_eval", task_name="MNLI", data_dir=data_dir,
+                                 output_dir=copy, **without_init)
+    cells = {**{f"with/{d}": a for d, a in with_init.items()},
+             **{f"without/{d}": a for d, a in without.items()}}
+    results = run_cells("run_classifier.py", cells, str(root))
+    return {damage: (*folders[damage], results[f"with/{damage}"], results[f"without/{damage}"])
+            for damage in DAMAGES}
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_a_named_init_checkpoint_is_used_or_the_evaluation_stops(named_init_runs, damage):
     """--output_dir holds a fine-tuned classifier; --init_checkpoint names another model that
     cannot be used: the run fails with its error and leaves the earlier results as they were,
     rather than evaluating the model of --output_dir."""
-    flags, _ = _original_classifier(fixtures_dir, uncased_vocab)
-    fine_tuned = pathlib.Path(flags["init_checkpoint"])
-    output_dir = tmp_path / "out"
-    output_dir.mkdir()
-    for source in fine_tuned.parent.glob(fine_tuned.name + ".*"):
-        (output_dir / source.name).write_bytes(source.read_bytes())
-    data_dir = tmp_path / "mnli"
-    row = ["0", "7", "0e", "news", "( x )", "( y )", "(ROOT x)", "(ROOT y)", _ORIGINAL_TEXT, ""]
-    write_tsv(data_dir / "dev_matched.tsv", MNLI_DEV_HEADER, [row + ["neutral"] * 6])
-    (output_dir / "eval_results.txt").write_text("earlier results\n")
-    other = tmp_path / "other" / "model.ckpt"
-    other.parent.mkdir()
-    if damage == "truncated":
-        for source in fine_tuned.parent.glob(fine_tuned.name + ".*"):
-            data = source.read_bytes()
-            (other.parent / source.name).write_bytes(
-                data[:len(data) // 2] if ".data-" in source.name else data)
-    elif damage == "pretrained":
-        save_tf1_checkpoint(BertEncoder(BertConfig.from_json_file(flags["bert_config_file"])),
-                            str(other))
-    result = run_classifier("--do_eval", task_name="MNLI", data_dir=data_dir, output_dir=output_dir,
-                            **{**flags, "init_checkpoint": other})
-    assert result.returncode != 0
-    assert str(other) in result.stderr
+    output_dir, before, other, result, without_init = named_init_runs[damage]
+    assert result["status"] != 0
+    assert str(other) in result["stderr"]
     assert {"truncated": "truncated or corrupt", "missing": "does not exist",
-            "pretrained": "output_weights: missing"}[damage] in result.stderr
-    assert "using the fine-tuned model" not in result.stderr
+            "pretrained": "output_weights: missing"}[damage] in result["stderr"]
+    assert "using the fine-tuned model" not in result["stderr"]
+    assert _files(output_dir) == before
     assert (output_dir / "eval_results.txt").read_text() == "earlier results\n"
-    without_init = {k: v for k, v in flags.items() if k != "init_checkpoint"}
-    check_ok(run_classifier("--do_eval", task_name="MNLI", data_dir=data_dir, output_dir=output_dir,
-                            **without_init))
-    assert "eval_accuracy" in (output_dir / "eval_results.txt").read_text()
+    # The same folder, without --init_checkpoint: its own model is evaluated.
+    assert without_init["status"] == 0, without_init["stderr"][-3000:]
+    assert "eval_accuracy" in (output_dir.parent / "copy" / "eval_results.txt").read_text()
+
+
+def _files(folder: pathlib.Path) -> dict[str, bytes | None]:
+    """{name: content (None for a folder)} of what `folder` holds."""
+    return {path.name: path.read_bytes() if path.is_file() else None
+            for path in sorted(folder.iterdir())}

@@ -9,6 +9,7 @@ import tensorflow as tf
 from data.ner import metrics
 from synthetic import swag_ner
 from tests.support.paths import REPO_ROOT
+from tests.support.script_runner import run_cells
 from tests.support.tiny_task_model import flag_args, write_tiny_model
 
 pytestmark = pytest.mark.slow
@@ -118,31 +119,6 @@ def test_prediction_alone_uses_the_saved_labels_and_model(fine_tuned, tmp_path):
     assert not (tmp_path / "out" / "eval_results.txt").exists()
 
 
-def test_tag_outside_the_training_labels_fails_before_writing(model, tmp_path):
-    data_dir = _write_data(tmp_path / "data", 2, seed=3)
-    lines = (data_dir / "valid.txt").read_text().splitlines()
-    lines[2] = lines[2].rsplit(" ", 1)[0] + " B-FOO"
-    (data_dir / "valid.txt").write_text("\n".join(lines) + "\n")
-    result = _run(**model, data_dir=data_dir, output_dir=tmp_path / "out", do_train=True,
-                  do_eval=True, max_seq_length=40)
-    assert result.returncode != 0
-    assert f"{data_dir / 'valid.txt'}: Line 3: tag 'B-FOO'" in result.stderr
-    assert not (tmp_path / "out").exists()
-
-
-def test_feature_layers_are_checked(model, tmp_path):
-    data_dir = _write_data(tmp_path / "data", 2, seed=3)
-    result = _run(**model, data_dir=data_dir, output_dir=tmp_path / "out", do_train=True,
-                  feature_based=True, feature_layers="-1,-3", max_seq_length=40)
-    assert result.returncode != 0
-    assert "--feature_layers=-1,-3" in result.stderr
-    assert not (tmp_path / "out").exists()
-    result = _run(**model, data_dir=data_dir, output_dir=tmp_path / "out", do_eval=True,
-                  feature_based=True, doc_stride=16, max_seq_length=40)
-    assert result.returncode != 0
-    assert "--doc_stride: --feature_based reads each word from one sequence" in result.stderr
-
-
 def test_fine_tuning_learns_the_generated_entities(model, tmp_path):
     data_dir = _write_data(tmp_path / "data", 60, seed=4)
     _check(_run(**model, data_dir=data_dir, output_dir=tmp_path / "out", do_train=True,
@@ -245,16 +221,62 @@ def test_two_column_and_iobes_files_train_and_score_as_the_four_column_ones(mode
     assert best == _eval_results(tmp_path / "out_iobes" / "eval_results_epoch_1.txt")
 
 
-def test_a_dev_tag_outside_the_training_tags_names_its_file_and_line(model, tmp_path):
-    data = _write_data(tmp_path / "data", 4, seed=7)
+@pytest.fixture(scope="module")
+def refusals(model, tmp_path_factory) -> dict[str, tuple]:
+    """Runs refused before anything is written, all in one process
+    (`tests/support/script_runner.py`): {case: (its folders, the dev line changed, what
+    run_ner.py did)}."""
+    root = tmp_path_factory.mktemp("refusals")
+    for name in ("tag_outside", "dev_tag", "features"):
+        (root / name).mkdir()
+    cases, cells = {}, {}
+
+    def case(name, data_dir, line=None, **flags):
+        out = root / name / "out"
+        cases[name] = (data_dir, out, line)
+        cells[name] = flag_args({**model, "data_dir": data_dir, "output_dir": out,
+                                 "max_seq_length": 40, **flags})
+
+    data = _write_data(root / "tag_outside" / "data", 2, seed=3)
+    lines = (data / "valid.txt").read_text().splitlines()
+    lines[2] = lines[2].rsplit(" ", 1)[0] + " B-FOO"
+    (data / "valid.txt").write_text("\n".join(lines) + "\n")
+    case("tag_outside", data, 3, do_train=True, do_eval=True)
+    data = _write_data(root / "dev_tag" / "data", 4, seed=7)
     valid = (data / "valid.txt").read_text().splitlines()
     line = next(i for i, text in enumerate(valid) if text.split() and text.split()[-1] == "O"
                 and not text.startswith("-DOCSTART-"))
     valid[line] = " ".join(valid[line].split()[:-1] + ["B-DATE"])
     (data / "valid.txt").write_text("\n".join(valid) + "\n")
-    result = _run(**model, data_dir=data, output_dir=tmp_path / "out", do_train=True,
-                  do_eval=True, max_seq_length=40)
-    assert result.returncode == 1
-    assert f"{data / 'valid.txt'}: Line {line + 1}: tag 'B-DATE' is not one of the labels" in \
-        result.stderr
-    assert not (tmp_path / "out").exists()
+    case("dev_tag", data, line + 1, do_train=True, do_eval=True)
+    data = _write_data(root / "features" / "data", 2, seed=3)
+    case("feature_layers", data, do_train=True, feature_based=True, feature_layers="-1,-3")
+    case("feature_stride", data, do_eval=True, feature_based=True, doc_stride=16)
+    results = run_cells("run_ner.py", cells, str(root))
+    return {name: (*cases[name], results[name]) for name in cases}
+
+
+def test_tag_outside_the_training_labels_fails_before_writing(refusals):
+    data_dir, out, line, result = refusals["tag_outside"]
+    assert result["status"] != 0
+    assert f"{data_dir / 'valid.txt'}: Line {line}: tag 'B-FOO'" in result["stderr"]
+    assert not out.exists()
+
+
+def test_feature_layers_are_checked(refusals):
+    _, out, _, result = refusals["feature_layers"]
+    assert result["status"] != 0
+    assert "--feature_layers=-1,-3" in result["stderr"]
+    assert not out.exists()
+    _, out, _, result = refusals["feature_stride"]
+    assert result["status"] != 0
+    assert "--doc_stride: --feature_based reads each word from one sequence" in result["stderr"]
+    assert not out.exists()
+
+
+def test_a_dev_tag_outside_the_training_tags_names_its_file_and_line(refusals):
+    data_dir, out, line, result = refusals["dev_tag"]
+    assert result["status"] == 1
+    assert (f"{data_dir / 'valid.txt'}: Line {line}: tag 'B-DATE' is not one of the labels"
+            in result["stderr"])
+    assert not out.exists()

@@ -26,6 +26,7 @@ from modeling.checkpoints import save_tf1_checkpoint
 from modeling.config import BertConfig
 from synthetic.squad import write_squad_files
 from tests.support.paths import REPO_ROOT
+from tests.support.script_runner import run_cells
 
 pytestmark = pytest.mark.slow
 
@@ -237,22 +238,36 @@ def test_predict_only_with_the_original_fine_tuned_checkpoint(fixtures_dir, unca
         version_2=True))
 
 
-@pytest.mark.parametrize("flags, message", [
-    (["--max_seq_length=256"], "max_position_embeddings=128"),
-    (["--max_seq_length=64", "--max_query_length=61"], "--max_query_length=61"),
-    (["--init_checkpoint=PRETRAINED"], "cls/squad/output_weights: missing"),
-])
-def test_bad_flags_fail_before_anything_is_written(fixtures_dir, uncased_vocab, pretrained,
-                                                   tmp_path, flags, message):
+BAD_FLAGS = {
+    "too_long_for_the_model": (["--max_seq_length=256"], "max_position_embeddings=128"),
+    "query_fills_the_sequence": (["--max_seq_length=64", "--max_query_length=61"],
+                                 "--max_query_length=61"),
+    "pretrained_checkpoint": (["--init_checkpoint=PRETRAINED"],
+                              "cls/squad/output_weights: missing"),
+}
+
+
+@pytest.fixture(scope="module")
+def bad_flag_runs(fixtures_dir, uncased_vocab, pretrained, tmp_path_factory):
+    """{case: (its output folder, what run_squad.py did)}, every case in one process
+    (`tests/support/script_runner.py`)."""
+    root = tmp_path_factory.mktemp("bad_flags")
     config_file, checkpoint = pretrained
-    out = tmp_path / "out"
-    flags = [flag.replace("PRETRAINED", checkpoint) for flag in flags]
-    result = run_squad(
-        f"--vocab_file={uncased_vocab}", f"--bert_config_file={config_file}", "--do_predict",
-        f"--predict_file={fixtures_dir / 'squad' / 'inputs' / 'dev-v1.1.json'}",
-        f"--output_dir={out}", *WINDOW_FLAGS, *flags)
-    assert result.returncode != 0
-    assert message in result.stderr
+    cells = {case: [f"--vocab_file={uncased_vocab}", f"--bert_config_file={config_file}",
+                    "--do_predict",
+                    f"--predict_file={fixtures_dir / 'squad' / 'inputs' / 'dev-v1.1.json'}",
+                    f"--output_dir={root / case}", *WINDOW_FLAGS,
+                    *(flag.replace("PRETRAINED", checkpoint) for flag in flags)]
+             for case, (flags, _) in BAD_FLAGS.items()}
+    results = run_cells("run_squad.py", cells, str(root))
+    return {case: (root / case, results[case]) for case in BAD_FLAGS}
+
+
+@pytest.mark.parametrize("case", BAD_FLAGS)
+def test_bad_flags_fail_before_anything_is_written(bad_flag_runs, case):
+    out, result = bad_flag_runs[case]
+    assert result["status"] != 0
+    assert BAD_FLAGS[case][1] in result["stderr"]
     assert not out.exists()
 
 
