@@ -5,7 +5,8 @@ written as run_classifier.py writes its output folder. The task's training file 
 distill.py has *random* labels, so that a student distilled at temperature 1 with alpha 1
 (the teacher's outputs alone) shows that it learns the teacher, not the file. Three processes in
 all: a run killed with SIGKILL while it trains; distill.py's cells in one worker (the killed run
-resumed, a narrower student with the intermediate losses and transfer data, bad input); and
+resumed, a narrower student with the intermediate losses and transfer data, students started
+from the teacher's layers, from another checkpoint and on another vocabulary, bad input); and
 run_classifier.py --do_eval reading the students back. predict_text.py's classifier reads them
 in-process.
 """
@@ -105,6 +106,8 @@ def teacher(tmp_path_factory) -> dict[str, pathlib.Path]:
     config.to_json_file(str(pretrained / "bert_config.json"))
     other_words = _SPECIAL_TOKENS + words[:-1] + ["zebra"]
     (root / "other_vocab.txt").write_text("\n".join(other_words) + "\n")
+    # The same words under other ids: a student fed the teacher's ids would learn nothing.
+    (root / "reversed_vocab.txt").write_text("\n".join(_SPECIAL_TOKENS + words[::-1]) + "\n")
     (root / "transfer.txt").write_text("the happy cat sings\nthe sad dog ||| waits in a park\n")
     return {"root": root, "teacher": folder, "data": data, "model": model}
 
@@ -153,14 +156,26 @@ def runs(teacher) -> dict:
                               student_config=root / "small_config.json",
                               hidden_loss_layers="embeddings:embeddings,0:-1",
                               attention_loss_layers="0:1", transfer_file=root / "transfer.txt",
-                              temperature=2.0, alpha=0.5, num_train_epochs=1)}
+                              temperature=2.0, alpha=0.5, num_train_epochs=1),
+             # A learning rate of 0: the student written is the student it started as.
+             "from_layers": _flags(teacher, root / "from_layers", do_train="true",
+                                   student_config=None, student_layers="1",
+                                   learning_rate=0.0, num_train_epochs=1),
+             "initialised": _flags(teacher, root / "initialised", do_train="true",
+                                   student_config=None,
+                                   student_init=root / "pretrained" / "bert_model.ckpt",
+                                   learning_rate=0.0, num_train_epochs=1),
+             "mismatch": _flags(teacher, root / "mismatch", do_train="true",
+                                student_vocab_file=root / "reversed_vocab.txt",
+                                allow_vocab_mismatch="true")}
     for name, (changes, _) in _BAD.items():
         changes = {flag: root / value if flag in ("student_vocab_file", "teacher") else value
                    for flag, value in changes.items()}
+        assert name not in cells, name
         cells[name] = _flags(teacher, root / f"bad_{name}", do_train="true", **changes)
     results = run_cells("distill.py", cells, str(root))
     print({name: round(result["seconds"], 1) for name, result in results.items()})
-    return {"results": results, "killed_log": killed_log,
+    return {"results": results, "killed_log": killed_log, "root": root,
             "resumed": resumed, "narrow": root / "narrow"}
 
 
@@ -222,6 +237,77 @@ def test_a_narrower_student_with_intermediate_losses_and_transfer_data(teacher, 
     assert "output_weights" in names and not any("projection" in name for name in names)
     with open(next((folder / "teacher_outputs").glob("*.json"))) as f:
         assert json.load(f)["num_rows"] == _NUM_TRAIN + 2
+
+
+def _checkpoint_values(prefix: pathlib.Path) -> dict[str, np.ndarray]:
+    reader = tf.train.load_checkpoint(str(prefix))
+    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
+            if name.startswith(("bert/", "output_"))}
+
+
+def test_student_layers_start_from_those_layers_of_the_teacher(teacher, runs):
+    """--student_layers=1: the student's layer 0 is the teacher's layer 1; its embeddings,
+    pooler and head are the teacher's (DistilBERT's initialisation)."""
+    result = runs["results"]["from_layers"]
+    assert result["status"] == 0, result["stderr"][-3000:]
+    assert "student initialised from layers 1 of the teacher" in result["stderr"]
+    student = _checkpoint_values(runs["root"] / "from_layers" / "model.ckpt")
+    theirs = _checkpoint_values(teacher["teacher"] / "model.ckpt")
+    expected = {name.replace("/layer_1/", "/layer_0/"): value for name, value in theirs.items()
+                if "/layer_0/" not in name}
+    assert sorted(student) == sorted(expected)
+    for name, value in expected.items():
+        np.testing.assert_array_equal(student[name], value, err_msg=name)
+
+
+def test_student_init_starts_the_encoder_from_another_checkpoint(teacher, runs):
+    result = runs["results"]["initialised"]
+    assert result["status"] == 0, result["stderr"][-3000:]
+    student = _checkpoint_values(runs["root"] / "initialised" / "model.ckpt")
+    pretrained = _checkpoint_values(runs["root"] / "pretrained" / "bert_model.ckpt")
+    assert set(student) == set(pretrained) | {"output_weights", "output_bias"}
+    for name, value in pretrained.items():
+        np.testing.assert_array_equal(student[name], value, err_msg=name)
+
+
+def test_allow_vocab_mismatch_tokenizes_each_text_for_each_model(teacher, runs):
+    """A student whose vocabulary has the teacher's words under other ids learns the teacher's
+    labels, read with its own vocabulary."""
+    result = runs["results"]["mismatch"]
+    assert result["status"] == 0, result["stderr"][-3000:]
+    folder = runs["root"] / "mismatch"
+    assert (folder / "vocab.txt").read_text() == \
+        (runs["root"] / "reversed_vocab.txt").read_text()
+    texts = _train_texts()
+    theirs = _classes(teacher["model"], texts, teacher["teacher"] / "vocab.txt")
+    student = TextClassifier.from_checkpoint(str(folder), max_seq_length=_LENGTH)
+    ours = np.array([int(answer.label) for answer in student(texts)])
+    assert np.mean(theirs == ours) >= 0.9
+
+
+def test_sigterm_checkpoints_the_step_and_stops_saying_so(teacher):
+    """Preemption: SIGTERM while the student trains saves the step it reached and exits with a
+    status that says the run did not finish."""
+    output_dir = teacher["root"] / "terminated"
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
+    process = subprocess.Popen(
+        [sys.executable, str(REPO_ROOT / "distill.py"),
+         *_flags(teacher, output_dir, do_train="true", save_checkpoints_steps=1000)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO_ROOT)
+    log = output_dir / "train_log.jsonl"
+    deadline = time.monotonic() + 300
+    while not (log.exists() and len(log.read_text().splitlines()) >= 3):
+        assert process.poll() is None, process.communicate()[1][-3000:]
+        assert time.monotonic() < deadline, "training did not start"
+        time.sleep(0.05)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=300)
+    assert process.returncode != 0
+    assert "interrupted by SIGTERM at step" in stderr, stderr[-3000:]
+    stopped_at = int(stderr.split("interrupted by SIGTERM at step ")[1].split("/")[0])
+    assert 3 <= stopped_at < _TOTAL_STEPS
+    assert tf.train.latest_checkpoint(str(output_dir)).endswith(f"ckpt-{stopped_at}")
+    assert not (output_dir / "model.ckpt.index").exists()
 
 
 @pytest.mark.parametrize("name", list(_BAD))
