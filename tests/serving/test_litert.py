@@ -7,8 +7,6 @@ packing, the Keras model) and the SavedModel's `TextModelServer`. The tokenizer 
 `FullTokenizer` on the shared corpora: equal except on the texts the docs count.
 """
 import collections
-import subprocess
-import sys
 import unicodedata
 
 import numpy as np
@@ -29,7 +27,7 @@ from serving.litert import CUSTOM_OPS, custom_ops
 from serving.servers import TextModelServer
 from tests.support.exported_models import (assert_fill_mask_outputs, python_features,
                                            run_in_fresh_process)
-from tests.support.paths import REPO_ROOT
+from tests.support.script_runner import run_cells
 
 MAX_SEQ_LENGTH = 24
 SINGLES = ["Hello, World!", "Naïve café — résumé in ÅNGSTRÖM", "中文字符 and 日本語 text",
@@ -82,14 +80,12 @@ def _model_folder(tmp_path, vocab, spec):
     return folder
 
 
-def _export(folder, output, *flags, check=True):
-    result = subprocess.run(
-        [sys.executable, "export_savedmodel.py", f"--input={folder}", f"--output={output}",
-         f"--max_seq_length={MAX_SEQ_LENGTH}", *flags],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
-    if check:
-        assert result.returncode == 0, result.stderr[-3000:]
-    return result
+def _export_all(exports: dict[str, list], work_dir) -> dict[str, dict]:
+    """export_savedmodel.py on each {name: [input folder, output folder, flags...]}, all in one
+    process (`tests/support/script_runner.py`); {name: what it did}."""
+    return run_cells("export_savedmodel.py", {
+        name: [f"--input={folder}", f"--output={output}", f"--max_seq_length={MAX_SEQ_LENGTH}",
+               *flags] for name, (folder, output, *flags) in exports.items()}, str(work_dir))
 
 
 def _tokenizer_model(vocab, path):
@@ -112,15 +108,17 @@ def exported(tmp_path_factory, uncased_vocab):
     outputs from one fresh process that loads them all."""
     tmp_path = tmp_path_factory.mktemp("litert")
     classifier = _model_folder(tmp_path, uncased_vocab, ModelSpec("classifier", 3))
-    outputs = {"none": tmp_path / "float32"}
-    stdout = _export(classifier, outputs["none"], "--format=litert").stdout
-    assert "text_model.tflite, embedding.tflite (classifier head" in stdout
-    for quantize in QUANTIZED_ATOL:
-        outputs[quantize] = tmp_path / quantize
-        _export(classifier, outputs[quantize], "--format=litert", f"--quantize={quantize}")
     pretraining = _model_folder(tmp_path, uncased_vocab, ModelSpec("pretraining"))
-    _export(pretraining, tmp_path / "mlm", "--format=litert", "--top_k=4", "--pooling=mean",
-            "--normalize")
+    outputs = {"none": tmp_path / "float32",
+               **{quantize: tmp_path / quantize for quantize in QUANTIZED_ATOL}}
+    done = _export_all({
+        **{quantize: [classifier, output, "--format=litert", f"--quantize={quantize}"]
+           for quantize, output in outputs.items()},
+        "mlm": [pretraining, tmp_path / "mlm", "--format=litert", "--top_k=4", "--pooling=mean",
+                "--normalize"]}, tmp_path)
+    for result in done.values():
+        assert result["status"] == 0, result["stderr"][-3000:]
+    assert "text_model.tflite, embedding.tflite (classifier head" in done["none"]["stdout"]
     _tokenizer_model(str(uncased_vocab), tmp_path / "tokenizer.tflite")
     features = python_features(FullTokenizer(str(uncased_vocab), True),
                                [(text, "") for text in SINGLES] + PAIRS, MAX_SEQ_LENGTH)
@@ -247,16 +245,30 @@ def test_tokenizer_in_litert_is_fast_bert_tokenizer(exported, uncased_vocab):
         assert same == (text == AGREEING), text
 
 
+BAD_FLAGS = {"onnx": (["--format=onnx"], "--format"),
+             "int4": (["--format=litert", "--quantize=int4"], "--quantize"),
+             "saved_model_float16": (["--quantize=float16"], "applies to --format=litert only")}
+
+
+@pytest.fixture(scope="module")
+def bad_flag_runs(tmp_path_factory) -> dict[str, tuple]:
+    """{case: (its folder, what the export did)}, all in one process. Refused before the input
+    is read: a model folder is not even needed."""
+    root = tmp_path_factory.mktemp("bad_flags")
+    for case in BAD_FLAGS:
+        (root / case).mkdir()
+    results = _export_all({case: [root / case / "model", root / case / "out", *flags]
+                           for case, (flags, _) in BAD_FLAGS.items()}, root)
+    return {case: (root / case, results[case]) for case in BAD_FLAGS}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("flags, message", [
-    (["--format=onnx"], "--format"), (["--format=litert", "--quantize=int4"], "--quantize"),
-    (["--quantize=float16"], "applies to --format=litert only")])
-def test_bad_format_or_quantize_refused_with_nothing_written(tmp_path, flags, message):
-    # Refused before the input is read: a model folder is not even needed.
-    result = _export(tmp_path / "model", tmp_path / "out", *flags, check=False)
-    assert result.returncode != 0
-    assert message in result.stderr
-    assert not list(tmp_path.iterdir())
+@pytest.mark.parametrize("case", BAD_FLAGS)
+def test_bad_format_or_quantize_refused_with_nothing_written(bad_flag_runs, case):
+    folder, result = bad_flag_runs[case]
+    assert result["status"] != 0
+    assert BAD_FLAGS[case][1] in result["stderr"]
+    assert not list(folder.iterdir())
 
 
 @pytest.mark.slow
