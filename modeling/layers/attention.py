@@ -192,3 +192,7 @@ class AttentionMask(keras.layers.Layer):
 
     def call(self, input_mask):
         return attention_mask_from_input_mask(input_mask)
+
+    def compute_output_spec(self, input_mask):
+        return keras.KerasTensor((input_mask.shape[0], 1, 1, input_mask.shape[1]),
+                                 dtype="float32")

@@ -73,6 +73,11 @@ class BertEmbeddings(keras.layers.Layer):
         output = tf.cast(words + segments + positions, self.compute_dtype)
         return self.dropout(self.layer_norm(output), training=training)
 
+    def compute_output_spec(self, input_ids, segment_ids, token_index=None, training=None):
+        """[B, T, H], or [R, H] packed, without tracing `call` (a functional model's build)."""
+        rows = input_ids.shape if token_index is None else token_index.shape
+        return keras.KerasTensor((*rows, self.hidden_size), dtype=self.compute_dtype)
+
     def get_config(self):
         return {**super().get_config(), "vocab_size": self.vocab_size,
                 "hidden_size": self.hidden_size, "type_vocab_size": self.type_vocab_size,

@@ -257,6 +257,19 @@ class TokenPacking(keras.layers.Layer):
         token_index = pack(input_mask)
         return {"token_index": token_index, **attention_layout(input_mask, token_index)}
 
+    def compute_output_spec(self, input_mask):
+        """The layout's structure, without tracing `call` (a functional model's build)."""
+        def spec(shape, dtype="int32"):
+            return keras.KerasTensor(shape, dtype=dtype)
+        groups = (ATTENTION_GROUPS,)
+        return {"token_index": spec((None,)), "group_sizes": spec(groups),
+                "group_lengths": spec(groups), "group_slots": spec(groups),
+                "slot_count": spec(()), "slot_index": spec((None,)),
+                "slot_mask": spec((None,), "float32"),
+                "group_shapes": [[spec(()), spec(())] for _ in range(ATTENTION_GROUPS)],
+                "group_masks": [spec((None, 1, 1, None), "float32")
+                                for _ in range(ATTENTION_GROUPS)]}
+
 
 class TokenUnpacking(keras.layers.Layer):
     """Layer form of `scatter_tokens`: packed [R, W] -> [B, T, W] in the batch of `input_mask`."""
@@ -264,3 +277,7 @@ class TokenUnpacking(keras.layers.Layer):
     def call(self, packed, token_index, input_mask):
         shape = tf.shape(input_mask)
         return scatter_tokens(packed, token_index, shape[0], shape[1])
+
+    def compute_output_spec(self, packed, token_index, input_mask):
+        return keras.KerasTensor((input_mask.shape[0], input_mask.shape[1], packed.shape[-1]),
+                                 dtype=packed.dtype)

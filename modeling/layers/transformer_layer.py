@@ -83,6 +83,13 @@ class TransformerLayer(keras.layers.Layer):
             residual, tf.reshape(context, [-1, self.hidden_size]), training)       # [B*T, H]
         return tf.reshape(layer_output, tf.shape(hidden_states))                  # [B, T, H]
 
+    def compute_output_spec(self, hidden_states, attention_mask, layout=None, queries=None,
+                            training=None):
+        """The shape of `hidden_states` (of `queries` where given), without tracing `call` (a
+        functional model's build)."""
+        like = hidden_states if queries is None else queries
+        return keras.KerasTensor(like.shape, dtype=self.compute_dtype)
+
     def _after_attention(self, residual, context, training):
         """The block past attention: residual, context float [M, H] -> [M, H] (M rows)."""
         x = self.attention_output(context)

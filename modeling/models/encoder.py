@@ -30,6 +30,10 @@ class Pooler(keras.layers.Layer):
         """Maps float [B, T, H] to float [B, H]."""
         return self.dense(sequence_output[:, 0])
 
+    def compute_output_spec(self, sequence_output):
+        return keras.KerasTensor((sequence_output.shape[0], self.hidden_size),
+                                 dtype=self.compute_dtype)
+
     def get_config(self):
         return {**super().get_config(), "hidden_size": self.hidden_size,
                 "initializer_range": self.initializer_range}
