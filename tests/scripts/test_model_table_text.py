@@ -19,11 +19,10 @@ from tasks.ner import EntityTagger
 from tasks.squad import AnswerRules, QuestionAnswerer, Windows
 from tasks.swag import MultipleChoice
 from tests.support.hf_reference import load_hf_model, run_hf
-from tests.support.model_table import (CLASSIFIER, MASKED_LM, MAX_SEQ_LENGTH, PRETRAINING,
-                                       REPO_ROOT, ROW_NAMES, ROWS, TAGGER, TEXTS, column_named,
-                                       expected, row_named)
-from tests.support.model_table_cells import (check_outcome, make_table, read_json_lines,
-                                             tokenizer_of)
+from tests.support.model_table import (MAX_SEQ_LENGTH, REPO_ROOT, ROW_NAMES, ROWS, TEXTS,
+                                       column_named, expected, row_named)
+from tests.support.model_table_cells import (check_outcome, hf_head_logits, make_table,
+                                             read_json_lines, tokenizer_of)
 
 pytestmark = pytest.mark.slow
 
@@ -129,26 +128,6 @@ def test_cell(table, row, column):
         CHECKS[column](table.built[row], result.output)
 
 
-def _hf_head_logits(built, hf_outputs, arrays):
-    """(ours, transformers') logits of the row's head, where it has one."""
-    head = built.row.head
-    if head in (MASKED_LM, PRETRAINING):
-        positions = np.tile(np.arange(1, 4, dtype=np.int32), (len(arrays["input_ids"]), 1))
-        ours = built.model({**arrays, "masked_lm_positions": positions}, training=False)
-        logits = hf_outputs["prediction_logits" if head == PRETRAINING else "logits"]
-        pairs = [(ours["masked_lm_logits"].numpy().reshape(logits[:, 1:4].shape),
-                  logits[:, 1:4])]
-        if head == PRETRAINING:
-            pairs.append((ours["next_sentence_logits"].numpy(),
-                          hf_outputs["seq_relationship_logits"]))
-        return pairs
-    if head in (CLASSIFIER, TAGGER):
-        logits = built.model(arrays, training=False)["logits"].numpy()
-        real = arrays["input_mask"] > 0 if head == TAGGER else slice(None)
-        return [(logits[real], hf_outputs["logits"][real])]
-    return []
-
-
 @pytest.mark.parametrize("row", HF_ROWS)
 def test_hugging_face_rows_compute_what_transformers_computes(table, row):
     """extract_features.py's outputs are transformers' hidden states, and the head as the
@@ -166,7 +145,7 @@ def test_hugging_face_rows_compute_what_transformers_computes(table, row):
                 _layer(line, index),
                 hf_outputs["hidden_states"][index][number, :len(feature.tokens)],
                 **TOLERANCE)
-    for ours, theirs in _hf_head_logits(built, hf_outputs, arrays):
+    for ours, theirs in hf_head_logits(built, hf_outputs, arrays):
         np.testing.assert_allclose(ours, theirs, **TOLERANCE)
 
 

@@ -15,8 +15,9 @@ from typing import Sequence
 
 import numpy as np
 
-from tests.support.model_table import (FIXTURES, MAX_SEQ_LENGTH, ROWS, SIZES, TEXTS, VOCAB, Column,
-                                       Refusal, Row, cell_arguments, cell_output)
+from tests.support.model_table import (CLASSIFIER, FIXTURES, MASKED_LM, MAX_SEQ_LENGTH,
+                                       PRETRAINING, ROWS, SIZES, SQUAD, TAGGER, TEXTS, VOCAB,
+                                       Column, Refusal, Row, cell_arguments, cell_output)
 from tests.support.script_errors import TRACEBACK, assert_user_error
 from tests.support.script_runner import run_cells
 
@@ -250,6 +251,33 @@ def weights(model) -> dict[str, np.ndarray]:
     """{original TF1 name: value} of every weight of a model."""
     from modeling.checkpoints.names import tf1_name_map
     return {name: variable.numpy() for name, variable in tf1_name_map(model).items()}
+
+
+def hf_head_logits(built: BuiltRow, hf_outputs: dict, arrays: dict
+                   ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(ours, transformers') logits of the row's head on `arrays`, where it has one: `built`'s
+    model against `hf_outputs` (`tests.support.hf_reference.run_hf`) of a transformers model."""
+    head = built.row.head
+    if head in (MASKED_LM, PRETRAINING):
+        positions = np.tile(np.arange(1, 4, dtype=np.int32), (len(arrays["input_ids"]), 1))
+        ours = built.model({**arrays, "masked_lm_positions": positions}, training=False)
+        logits = hf_outputs["prediction_logits" if head == PRETRAINING else "logits"]
+        pairs = [(ours["masked_lm_logits"].numpy().reshape(logits[:, 1:4].shape),
+                  logits[:, 1:4])]
+        if head == PRETRAINING:
+            pairs.append((ours["next_sentence_logits"].numpy(),
+                          hf_outputs["seq_relationship_logits"]))
+        return pairs
+    if head in (CLASSIFIER, TAGGER):
+        logits = built.model(arrays, training=False)["logits"].numpy()
+        real = arrays["input_mask"] > 0 if head == TAGGER else slice(None)
+        return [(logits[real], hf_outputs["logits"][real])]
+    if head == SQUAD:
+        ours = built.model(arrays, training=False)
+        real = arrays["input_mask"] > 0
+        return [(ours[name].numpy()[real], hf_outputs[name][real])
+                for name in ("start_logits", "end_logits")]
+    return []
 
 
 def read_json_lines(path: str) -> list[dict]:
