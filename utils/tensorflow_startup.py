@@ -39,7 +39,8 @@ def _is_noise(line: str, has_nvidia_device: bool) -> bool:
 
 
 def import_tensorflow_quietly() -> None:
-    """Imports TensorFlow and lists its GPUs (which initialises CUDA) with stderr held."""
+    """Imports TensorFlow and Keras, scikit-learn and matplotlib kept out, and lists the GPUs
+    (which initialises CUDA) with stderr held, unless `TF_CPP_MIN_LOG_LEVEL=0`."""
     if "tensorflow" in sys.modules:
         return
     blocked = [name for name in _UNUSED_BY_THE_SCRIPTS if name not in sys.modules]
