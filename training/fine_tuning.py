@@ -188,20 +188,20 @@ def train(run: FineTuningRun, task: FineTuningTask, data: TrainingData, num_trai
     config = run.config_fn(num_train_steps)
     micro_batch = run.batch_size // config.gradient_accumulation_steps
     dataset_fn = data.training_dataset_fn(micro_batch, run.seed, uses_xla(config, model))
-    evaluation = None
+    trainer = Trainer(run.strategy, model, optimizer, task.loss_fn, config,
+                      metric_fn=task.metric_fn)
     if plan.enabled:
         ends = epoch_ends(epoch_examples or data.num_examples, run.batch_size,
                           run.num_train_epochs) if plan.every_epoch else []
         evaluation = PeriodicEvaluation(plan, evaluate, task.save, run.output_dir, ends)
-    for end_step in evaluation.stops(num_train_steps) if evaluation else [num_train_steps]:
-        trainer = Trainer(run.strategy, model, optimizer, task.loss_fn, run.config_fn(end_step),
-                          metric_fn=task.metric_fn)
-        trainer.train(dataset_fn, run.batch_size)
-        step = int(optimizer.iterations.numpy())
-        if evaluation is not None and step == end_step:
+
+        def score(step: int) -> bool:
             stop = evaluation(Trained(model, optimizer, step), step) if run.is_chief else False
-            if any_worker(run.strategy, stop):
-                break
+            return any_worker(run.strategy, stop)
+
+        trainer.train(dataset_fn, run.batch_size, evaluation.stops(num_train_steps), score)
+    else:
+        trainer.train(dataset_fn, run.batch_size)
     trained = Trained(model, optimizer, int(optimizer.iterations.numpy()))
     if run.is_chief:
         task.save(trained, run.output_dir)

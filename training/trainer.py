@@ -12,7 +12,7 @@ import math
 import os
 import signal
 import time
-from typing import Callable, Iterator
+from typing import Callable, Collection, Iterator
 
 from absl import logging
 import keras
@@ -74,7 +74,21 @@ class TrainingConfig:
     jit_compile: bool | None = False
 
 
+def _meta_optimizer_disabled() -> bool:
+    return tf.config.optimizer.get_experimental_options().get("disable_meta_optimizer", False)
+
+
 @contextlib.contextmanager
+def _disable_meta_optimizer(disabled: bool):
+    """TensorFlow's graph optimizer (Grappler) on or off inside the block, as before after it."""
+    before = _meta_optimizer_disabled()
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": disabled})
+    try:
+        yield
+    finally:
+        tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": before})
+
+
 def _graph_options(model: keras.Model):
     """TensorFlow's graph optimizer (Grappler) off while a float32 model trains on CPU.
 
@@ -86,14 +100,8 @@ def _graph_options(model: keras.Model):
     """
     accelerated = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU")
     if accelerated or model.compute_dtype != "float32":
-        yield
-        return
-    before = tf.config.optimizer.get_experimental_options().get("disable_meta_optimizer", False)
-    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
-    try:
-        yield
-    finally:
-        tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": before})
+        return contextlib.nullcontext()
+    return _disable_meta_optimizer(True)
 
 
 class Trainer:
@@ -164,13 +172,19 @@ class Trainer:
         return iter(self.strategy.distribute_datasets_from_function(dataset_fn)), False
 
     def train(self, dataset_fn: Callable[[tf.distribute.InputContext], tf.data.Dataset],
-              examples_per_step: int) -> dict:
+              examples_per_step: int, pauses: Collection[int] = (),
+              on_pause: Callable[[int], bool] | None = None) -> dict:
         """Runs (or resumes) training to `num_train_steps`; returns the last step's logs.
 
         Args:
             dataset_fn: builds a replica's infinite, deterministic training dataset of
                 micro-batches for an input context.
             examples_per_step: the global batch size (for the examples/s figure).
+            pauses: steps after which a checkpoint is written and `on_pause(step)` called (also
+                at the start, when the run resumes at one of them), with the same input and
+                traced step before and after: scoring dev during training costs no new trace.
+            on_pause: `on_pause(step)` returns whether training stops there; its seconds are
+                left out of the examples/s figure.
 
         Raises:
             OutputDirInUseError: another run trains in the same output folder.
@@ -182,9 +196,11 @@ class Trainer:
         chief = self.strategy.extended.should_checkpoint
         lock = exclusive_output_dir(self.config.output_dir) if chief else contextlib.nullcontext()
         with lock, StopSignals() as stop:
-            return self._train(dataset_fn, examples_per_step, chief, stop)
+            return self._train(dataset_fn, examples_per_step, chief, stop, set(pauses),
+                               on_pause)
 
-    def _train(self, dataset_fn, examples_per_step: int, chief: bool, stop: StopSignals) -> dict:
+    def _train(self, dataset_fn, examples_per_step: int, chief: bool, stop: StopSignals,
+               pauses: set[int], on_pause: Callable[[int], bool] | None) -> dict:
         iterator, checkpointable = self._iterator(dataset_fn)
         if self.model.trainable_variables:
             # The slots made here, not inside the step's first trace: a tf.function that creates
@@ -216,7 +232,16 @@ class Trainer:
             if chief and local else None
         log_steps = self.config.log_steps or max(1, min(100, self.config.num_train_steps // 10))
         logs, start, start_step = {}, time.monotonic(), step
+
+        def pause(step: int) -> bool:
+            # Under the options outside the loop: what the pause runs is traced as it is there.
+            with _disable_meta_optimizer(outside):
+                return on_pause(step)
+
+        outside = _meta_optimizer_disabled()
         with _graph_options(self.model):
+            if step in pauses and on_pause is not None and pause(step):
+                return logs
             while step < self.config.num_train_steps:
                 step_start = time.monotonic()
                 logs = {k: float(v) for k, v in step_fn(iterator).items()}
@@ -234,10 +259,15 @@ class Trainer:
                     rate = (step - start_step) * examples_per_step / (now - start)
                     eta = (self.config.num_train_steps - step) * (now - start) / (step - start_step)
                     self._log(writer, step, logs, rate, eta)
-                if step % self.config.save_checkpoints_steps == 0 or \
+                if step % self.config.save_checkpoints_steps == 0 or step in pauses or \
                         step == self.config.num_train_steps or stop.received:
                     self._check_weights_finite(step)
                     path = checkpoints.save(step)
+                    if step in pauses and on_pause is not None and not stop.received:
+                        paused = time.monotonic()
+                        if pause(step):
+                            break
+                        start += time.monotonic() - paused
                     if stop.received:
                         raise TrainingInterrupted(
                             f"interrupted by {signal.Signals(stop.received).name} at step {step}/"

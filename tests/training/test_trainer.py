@@ -31,15 +31,17 @@ def _loss(outputs, batch, normaliser):
                                               normaliser.global_batch_size(batch))}
 
 
-def _fit(strategy, model, optimizer, loss_fn, arrays, config: TrainingConfig, batch_size=8):
+def _fit(strategy, model, optimizer, loss_fn, arrays, config: TrainingConfig, batch_size=8,
+         pauses=(), on_pause=None):
     """Trains on shuffled batches of `arrays` (seed 3), as the fine-tuning path batches them."""
     dataset_fn = ArrayExamples(arrays).training_dataset_fn(
         batch_size // config.gradient_accumulation_steps, seed=3)
-    return trainer.Trainer(strategy, model, optimizer, loss_fn, config).train(dataset_fn,
-                                                                              batch_size)
+    return trainer.Trainer(strategy, model, optimizer, loss_fn, config).train(
+        dataset_fn, batch_size, pauses, on_pause)
 
 
-def _train(output_dir, steps, dropout=0.1, accumulation=1, total_steps=12):
+def _train(output_dir, steps, dropout=0.1, accumulation=1, total_steps=12, pauses=(),
+           on_pause=None):
     keras.utils.set_random_seed(7)
     config = BertConfig(vocab_size=30, hidden_size=16, num_hidden_layers=1,
                         num_attention_heads=2, intermediate_size=32,
@@ -52,7 +54,7 @@ def _train(output_dir, steps, dropout=0.1, accumulation=1, total_steps=12):
     # Training stops at `steps`; the schedule spans `total_steps`, as a rerun of the same command.
     _fit(strategy, model, optimizer, _loss, _arrays(), TrainingConfig(
         steps, str(output_dir), save_checkpoints_steps=3,
-        gradient_accumulation_steps=accumulation))
+        gradient_accumulation_steps=accumulation), pauses=pauses, on_pause=on_pause)
     return [v.numpy() for v in model.weights]
 
 
@@ -158,6 +160,40 @@ def test_the_training_step_is_traced_once(tmp_path, monkeypatch):
     _train(tmp_path, 3)
     assert len(steps) == 1
     assert steps[0].experimental_get_tracing_count() == 1
+
+
+def test_pauses_keep_the_input_and_the_traced_step_and_can_stop_training(tmp_path,
+                                                                         monkeypatch):
+    """Scoring dev during training pauses the loop: the weights are those of a run without
+    pauses, the step is traced once, and each pause runs under the options outside the loop
+    after a checkpoint of its step is written."""
+    steps = []
+    make_step = trainer.Trainer.make_step
+    monkeypatch.setattr(trainer.Trainer, "make_step",
+                        lambda self: steps.append(make_step(self)) or steps[-1])
+    straight = _train(tmp_path / "straight", 12)
+    before = tf.config.optimizer.get_experimental_options().get("disable_meta_optimizer", False)
+    paused_dir = tmp_path / "paused"
+    seen = []
+
+    def on_pause(step):
+        seen.append((step, tf.train.latest_checkpoint(str(paused_dir)).split("/")[-1],
+                     tf.config.optimizer.get_experimental_options().get(
+                         "disable_meta_optimizer", False)))
+        return False
+
+    paused = _train(paused_dir, 12, pauses=[4, 8], on_pause=on_pause)
+    assert seen == [(4, "ckpt-4", before), (8, "ckpt-8", before)]
+    assert steps[-1].experimental_get_tracing_count() == 1 and len(steps) == 2
+    for a, b in zip(straight, paused):
+        np.testing.assert_array_equal(a, b)
+    # Stopped at step 4; a rerun resumes there and pauses at once, which stops it again.
+    stopped_dir = tmp_path / "stopped"
+    asked = []
+    _train(stopped_dir, 12, pauses=[4, 8], on_pause=lambda step: asked.append(step) or True)
+    _train(stopped_dir, 12, pauses=[4, 8], on_pause=lambda step: asked.append(step) or True)
+    assert asked == [4, 4]
+    assert [r["step"] for r in _step_log(stopped_dir)] == [1, 2, 3, 4]
 
 
 def test_graph_optimizations_are_off_while_a_float32_model_trains_on_cpu_then_back(tmp_path):
