@@ -183,6 +183,7 @@ class Trainer:
             pauses: steps after which a checkpoint is written and `on_pause(step)` called (also
                 at the start, when the run resumes at one of them), with the same input and
                 traced step before and after: scoring dev during training costs no new trace.
+                SIGTERM and SIGINT do what they do outside training while it runs.
             on_pause: `on_pause(step)` returns whether training stops there; its seconds are
                 left out of the examples/s figure.
 
@@ -234,8 +235,9 @@ class Trainer:
         logs, start, start_step = {}, time.monotonic(), step
 
         def pause(step: int) -> bool:
-            # Under the options outside the loop: what the pause runs is traced as it is there.
-            with _disable_meta_optimizer(outside):
+            # As outside the loop: what the pause runs is traced under the same graph options,
+            # and a stop signal ends it at once (the step's checkpoint is written).
+            with _disable_meta_optimizer(outside), stop.suspended():
                 return on_pause(step)
 
         outside = _meta_optimizer_disabled()

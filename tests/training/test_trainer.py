@@ -1,6 +1,7 @@
 """The training loop: gradient accumulation, resumption and the step log, on a tiny classifier."""
 import json
 import resource
+import signal
 import time
 
 import keras
@@ -165,8 +166,8 @@ def test_the_training_step_is_traced_once(tmp_path, monkeypatch):
 def test_pauses_keep_the_input_and_the_traced_step_and_can_stop_training(tmp_path,
                                                                          monkeypatch):
     """Scoring dev during training pauses the loop: the weights are those of a run without
-    pauses, the step is traced once, and each pause runs under the options outside the loop
-    after a checkpoint of its step is written."""
+    pauses, the step is traced once, and each pause runs after a checkpoint of its step is
+    written, under the graph options and the signal handlers outside the loop."""
     steps = []
     make_step = trainer.Trainer.make_step
     monkeypatch.setattr(trainer.Trainer, "make_step",
@@ -176,14 +177,17 @@ def test_pauses_keep_the_input_and_the_traced_step_and_can_stop_training(tmp_pat
     paused_dir = tmp_path / "paused"
     seen = []
 
+    outside = signal.getsignal(signal.SIGTERM)
+
     def on_pause(step):
         seen.append((step, tf.train.latest_checkpoint(str(paused_dir)).split("/")[-1],
                      tf.config.optimizer.get_experimental_options().get(
-                         "disable_meta_optimizer", False)))
+                         "disable_meta_optimizer", False),
+                     signal.getsignal(signal.SIGTERM) is outside))
         return False
 
     paused = _train(paused_dir, 12, pauses=[4, 8], on_pause=on_pause)
-    assert seen == [(4, "ckpt-4", before), (8, "ckpt-8", before)]
+    assert seen == [(4, "ckpt-4", before, True), (8, "ckpt-8", before, True)]
     assert steps[-1].experimental_get_tracing_count() == 1 and len(steps) == 2
     for a, b in zip(straight, paused):
         np.testing.assert_array_equal(a, b)
