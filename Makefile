@@ -14,7 +14,7 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 	touch $@
 
 test: $(VENV)/.installed
-	$(PY) -m pytest -q -n 2 --dist loadfile
+	$(PY) -m pytest -q -n 2 --dist loadfile --durations=20
 
 test-fast: $(VENV)/.installed
 	$(PY) -m pytest -q -n 2 --dist loadfile -m "not slow"
