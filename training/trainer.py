@@ -233,6 +233,7 @@ class Trainer:
             if chief and local else None
         log_steps = self.config.log_steps or max(1, min(100, self.config.num_train_steps // 10))
         logs, start, start_step = {}, time.monotonic(), step
+        outside = _meta_optimizer_disabled()
 
         def pause(step: int) -> bool:
             # As outside the loop: what the pause runs is traced under the same graph options,
@@ -240,7 +241,6 @@ class Trainer:
             with _disable_meta_optimizer(outside), stop.suspended():
                 return on_pause(step)
 
-        outside = _meta_optimizer_disabled()
         with _graph_options(self.model):
             if step in pauses and on_pause is not None and pause(step):
                 return logs

@@ -18,7 +18,7 @@ def _mean_sd(values: list[float]) -> str:
     return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f} ({seeds})"
 
 
-def multi_label_lines(section: dict, sections: dict | None = None) -> list[str]:
+def multi_label_lines(section: dict, sections: dict) -> list[str]:
     runs = section["runs"]
     ours, theirs = runs["this_project"], runs["transformers"]
 
@@ -76,7 +76,7 @@ def _yes(condition: bool) -> str:
     return "yes" if condition else "**no**"
 
 
-def tagging_lines(section: dict, sections: dict | None = None) -> list[str]:
+def tagging_lines(section: dict, sections: dict) -> list[str]:
     runs = section["runs"]
     reference = runs["four_columns"]["eval_f1"]
     lines = [f"{section['train_sentences']} training sentences, {section['dev_sentences']} dev "
@@ -92,7 +92,7 @@ def tagging_lines(section: dict, sections: dict | None = None) -> list[str]:
     return lines
 
 
-def early_stopping_lines(section: dict, sections: dict | None = None) -> list[str]:
+def early_stopping_lines(section: dict, sections: dict) -> list[str]:
     full, early = section["full"], section["early"]
     settings = section["settings"]
     lines = [f"MRPC, {section['train_examples']} training pairs, seed 1; dev scored every "
@@ -112,7 +112,7 @@ def early_stopping_lines(section: dict, sections: dict | None = None) -> list[st
     return lines
 
 
-def vocabulary_lines(section: dict, sections: dict | None = None) -> list[str]:
+def vocabulary_lines(section: dict, sections: dict) -> list[str]:
     released, extended = (section["sides"][s] for s in ("released", "extended"))
     lines = [f"{section['new_tokens']} new tokens from {section['corpus_documents']} WikiText-2 "
              f"validation articles; held out: {section['heldout_documents']} test articles; "

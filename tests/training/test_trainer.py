@@ -147,36 +147,36 @@ def test_a_checkpoint_that_cannot_be_written_is_named_and_the_previous_one_stays
     tf.train.load_checkpoint(str(tmp_path / "ckpt-3")).get_variable_to_shape_map()
 
 
-def test_the_training_step_is_traced_once(tmp_path, monkeypatch):
-    """The optimizer's slots exist before the step's first trace: a tf.function that creates
-    variables is traced a second time, which doubled the first step's cost."""
-    steps = []
+@pytest.fixture
+def steps(monkeypatch) -> list:
+    """The training steps the Trainers make (`Trainer.make_step`), in order."""
+    made = []
     make_step = trainer.Trainer.make_step
 
     def recording_make_step(self):
-        steps.append(make_step(self))
-        return steps[-1]
+        made.append(make_step(self))
+        return made[-1]
 
     monkeypatch.setattr(trainer.Trainer, "make_step", recording_make_step)
+    return made
+
+
+def test_the_training_step_is_traced_once(tmp_path, steps):
+    """The optimizer's slots exist before the step's first trace: a tf.function that creates
+    variables is traced a second time, which doubled the first step's cost."""
     _train(tmp_path, 3)
     assert len(steps) == 1
     assert steps[0].experimental_get_tracing_count() == 1
 
 
-def test_pauses_keep_the_input_and_the_traced_step_and_can_stop_training(tmp_path,
-                                                                         monkeypatch):
+def test_pauses_keep_the_input_and_the_traced_step_and_can_stop_training(tmp_path, steps):
     """Scoring dev during training pauses the loop: the weights are those of a run without
     pauses, the step is traced once, and each pause runs after a checkpoint of its step is
     written, under the graph options and the signal handlers outside the loop."""
-    steps = []
-    make_step = trainer.Trainer.make_step
-    monkeypatch.setattr(trainer.Trainer, "make_step",
-                        lambda self: steps.append(make_step(self)) or steps[-1])
     straight = _train(tmp_path / "straight", 12)
     before = tf.config.optimizer.get_experimental_options().get("disable_meta_optimizer", False)
     paused_dir = tmp_path / "paused"
     seen = []
-
     outside = signal.getsignal(signal.SIGTERM)
 
     def on_pause(step):
